@@ -1,0 +1,131 @@
+/**
+ * libc symbols used by Termada on Linux (glibc ≥ 2.34, where the pty functions live in
+ * libc.so.6). Data only: each entry carries its C prototype. Blocking calls are
+ * `nonblocking: true` so they run on Deno's blocking pool instead of the event loop; the only one
+ * we ever leave pending is the poller's single `poll()` (see src/pty/poller.ts).
+ */
+export const LIBC_LINUX = {
+  // int posix_openpt(int flags);
+  posix_openpt: { parameters: ["i32"], result: "i32" },
+  // int grantpt(int fd);
+  grantpt: { parameters: ["i32"], result: "i32" },
+  // int unlockpt(int fd);
+  unlockpt: { parameters: ["i32"], result: "i32" },
+  // int ptsname_r(int fd, char *buf, size_t buflen);
+  ptsname_r: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  // int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+  //                  const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
+  posix_spawnp: {
+    parameters: ["buffer", "buffer", "buffer", "buffer", "buffer", "buffer"],
+    result: "i32",
+  },
+  // int posix_spawnattr_init(posix_spawnattr_t *attr);
+  posix_spawnattr_init: { parameters: ["buffer"], result: "i32" },
+  // int posix_spawnattr_destroy(posix_spawnattr_t *attr);
+  posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" },
+  // int posix_spawnattr_setflags(posix_spawnattr_t *attr, short flags);
+  posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" },
+  // int posix_spawnattr_setsigmask(posix_spawnattr_t *attr, const sigset_t *mask);
+  posix_spawnattr_setsigmask: { parameters: ["buffer", "buffer"], result: "i32" },
+  // int posix_spawnattr_setsigdefault(posix_spawnattr_t *attr, const sigset_t *set);
+  posix_spawnattr_setsigdefault: { parameters: ["buffer", "buffer"], result: "i32" },
+  // int sigemptyset(sigset_t *set);
+  sigemptyset: { parameters: ["buffer"], result: "i32" },
+  // int sigfillset(sigset_t *set);
+  sigfillset: { parameters: ["buffer"], result: "i32" },
+  // int posix_spawn_file_actions_init(posix_spawn_file_actions_t *fa);
+  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" },
+  // int posix_spawn_file_actions_destroy(posix_spawn_file_actions_t *fa);
+  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" },
+  // int posix_spawn_file_actions_addclose(posix_spawn_file_actions_t *fa, int fd);
+  posix_spawn_file_actions_addclose: { parameters: ["buffer", "i32"], result: "i32" },
+  // int posix_spawn_file_actions_addopen(posix_spawn_file_actions_t *fa, int fd,
+  //                                      const char *path, int oflag, mode_t mode);
+  posix_spawn_file_actions_addopen: {
+    parameters: ["buffer", "i32", "buffer", "i32", "u32"],
+    result: "i32",
+  },
+  // int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int fd, int newfd);
+  posix_spawn_file_actions_adddup2: { parameters: ["buffer", "i32", "i32"], result: "i32" },
+  // int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *fa, const char *path);
+  posix_spawn_file_actions_addchdir_np: { parameters: ["buffer", "buffer"], result: "i32" },
+  // int poll(struct pollfd *fds, nfds_t nfds, int timeout);  — the one pending blocking call
+  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
+  // ssize_t read(int fd, void *buf, size_t count);  (fds are O_NONBLOCK: never blocks)
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  // ssize_t write(int fd, const void *buf, size_t count);  (O_NONBLOCK master)
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  // int close(int fd);
+  close: { parameters: ["i32"], result: "i32" },
+  // int open(const char *path, int flags, mode_t mode);
+  open: { parameters: ["buffer", "i32", "u32"], result: "i32" },
+  // ssize_t readlink(const char *path, char *buf, size_t bufsiz);
+  readlink: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
+  // int ioctl(int fd, unsigned long request, void *arg);
+  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
+  // int fcntl(int fd, int cmd, int arg);
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  // int pipe2(int pipefd[2], int flags);
+  pipe2: { parameters: ["buffer", "i32"], result: "i32" },
+  // pid_t tcgetpgrp(int fd);
+  tcgetpgrp: { parameters: ["i32"], result: "i32" },
+  // int tcgetattr(int fd, struct termios *t);
+  tcgetattr: { parameters: ["i32", "buffer"], result: "i32" },
+  // int kill(pid_t pid, int sig);
+  kill: { parameters: ["i32", "i32"], result: "i32" },
+  // pid_t waitpid(pid_t pid, int *status, int options);  (always with WNOHANG)
+  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  // int pidfd_open(pid_t pid, unsigned int flags);
+  pidfd_open: { parameters: ["i32", "u32"], result: "i32" },
+  // int *__errno_location(void);
+  __errno_location: { parameters: [], result: "pointer" },
+  // char *strerror(int errnum);
+  strerror: { parameters: ["i32"], result: "pointer" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** Constants for Linux x86_64 / aarch64 glibc (identical on both). */
+export const LINUX = {
+  O_RDONLY: 0,
+  O_RDWR: 2,
+  O_NOCTTY: 0o400,
+  O_NONBLOCK: 0o4000,
+  O_CLOEXEC: 0o2000000,
+  F_GETFL: 3,
+  F_SETFL: 4,
+  POSIX_SPAWN_SETSIGDEF: 0x04,
+  POSIX_SPAWN_SETSIGMASK: 0x08,
+  POSIX_SPAWN_SETSID: 0x80,
+  SIZEOF_SPAWNATTR: 336,
+  SIZEOF_FILE_ACTIONS: 80,
+  SIZEOF_SIGSET: 128,
+  SIZEOF_TERMIOS: 60,
+  TIOCSWINSZ: 0x5414,
+  TIOCGWINSZ: 0x5413,
+  POLLIN: 0x001,
+  POLLOUT: 0x004,
+  POLLERR: 0x008,
+  POLLHUP: 0x010,
+  POLLNVAL: 0x020,
+  WNOHANG: 1,
+  EINTR: 4,
+  EIO: 5,
+  ECHILD: 10,
+  EAGAIN: 11,
+  ESRCH: 3,
+  /** termios c_lflag bits and offset (struct termios: iflag, oflag, cflag, lflag: u32 each). */
+  TERMIOS_LFLAG_OFFSET: 12,
+  ICANON: 0o000002,
+  ECHO: 0o000010,
+} as const;
+
+export const SIGNALS = {
+  HUP: 1,
+  INT: 2,
+  QUIT: 3,
+  KILL: 9,
+  TERM: 15,
+  CONT: 18,
+  STOP: 19,
+  TSTP: 20,
+  WINCH: 28,
+} as const;

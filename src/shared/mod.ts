@@ -1,0 +1,16 @@
+/**
+ * Shared building blocks used by every layer: typed errors with wire codes, the stderr logger,
+ * random ids and the clock. Depends on nothing else in the project.
+ */
+export {
+  ERROR_CODES,
+  type ErrorCode,
+  invalidArgument,
+  notFound,
+  TermadaError,
+  type TermadaErrorOptions,
+  toTermadaError,
+} from "./errors.ts";
+export { type Logger, logger, type LogLevel, setLogLevel } from "./log.ts";
+export { newId, randomHex } from "./ids.ts";
+export { type Clock, systemClock } from "./clock.ts";

@@ -10,8 +10,11 @@ export {
   MAX_QUEUED_INPUT,
   Pty,
   type PtySpawnOptions,
+  SIGNAL_NUMBERS,
+  signalGroup,
   type SignalName,
   snapshotTree,
+  type TreeProcess,
 } from "./pty.ts";
 export { Poller, type PollHandler, sharedPoller } from "./poller.ts";
 export {

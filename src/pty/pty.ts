@@ -64,6 +64,8 @@ function clampSize(n: number | undefined, fallback: number): number {
 
 export class Pty implements AsyncDisposable {
   readonly pid: number;
+  /** Path of the slave side, e.g. `/dev/pts/3`. */
+  readonly ttyPath: string;
   #master: number;
   #pidfd: number;
   #poller: Poller;
@@ -84,8 +86,15 @@ export class Pty implements AsyncDisposable {
   #closing: Promise<ExitStatus> | undefined;
   #masterOpen = true;
 
-  private constructor(pid: number, master: number, pidfd: number, opts: PtySpawnOptions) {
+  private constructor(
+    pid: number,
+    master: number,
+    pidfd: number,
+    ttyPath: string,
+    opts: PtySpawnOptions,
+  ) {
     this.pid = pid;
+    this.ttyPath = ttyPath;
     this.#master = master;
     this.#pidfd = pidfd;
     this.#poller = opts.poller ?? sharedPoller();
@@ -125,7 +134,8 @@ export class Pty implements AsyncDisposable {
       check(libc.unlockpt(master), "unlockpt");
       const nameBuf = new Uint8Array(128);
       checkRc(libc.ptsname_r(master, nameBuf, BigInt(nameBuf.length)), "ptsname_r");
-      const slavePath = cstr(decodeCString(nameBuf));
+      const ttyPath = decodeCString(nameBuf);
+      const slavePath = cstr(ttyPath);
       setWinsize(master, cols, rows);
       const flags = check(libc.fcntl(master, LINUX.F_GETFL, 0), "fcntl");
       check(libc.fcntl(master, LINUX.F_SETFL, flags | LINUX.O_NONBLOCK), "fcntl");
@@ -173,7 +183,7 @@ export class Pty implements AsyncDisposable {
       // Keep the marshalled strings alive until here.
       void argv.keep;
       void envp.keep;
-      return new Pty(pid, master, pidfd, { ...options, cols, rows });
+      return new Pty(pid, master, pidfd, ttyPath, { ...options, cols, rows });
     } catch (err) {
       libc.close(master);
       throw err;
@@ -472,18 +482,25 @@ function setWinsize(fd: number, cols: number, rows: number): void {
   check(sys().ioctl(fd, BigInt(LINUX.TIOCSWINSZ), new Uint8Array(ws.buffer)), "ioctl(TIOCSWINSZ)");
 }
 
-/** The child and its descendants (pid + comm), captured before teardown changes parentage. */
-function snapshotTree(pid: number): { pid: number; comm: string }[] {
-  const out: { pid: number; comm: string }[] = [];
+/** A process captured for teardown: pid, command name (pid-reuse guard) and group. */
+export interface TreeProcess {
+  pid: number;
+  comm: string;
+  pgrp: number;
+}
+
+/** The descendants of `pid`, captured before teardown changes their parentage. */
+export function snapshotTree(pid: number): TreeProcess[] {
+  const out: TreeProcess[] = [];
   for (const p of descendantsOf(pid)) {
     const st = procStat(p);
-    if (st) out.push({ pid: p, comm: st.comm });
+    if (st) out.push({ pid: p, comm: st.comm, pgrp: st.pgrp });
   }
   return out;
 }
 
-/** Sends `sig` to every listed pid still alive with the same command name (pid reuse guard). */
-export function killTree(tree: readonly { pid: number; comm: string }[], sig: SignalName): void {
+/** Sends `sig` to every listed process still alive with the same command name. */
+export function killTree(tree: readonly TreeProcess[], sig: SignalName): void {
   const n = signalNumber(sig);
   for (const p of tree) {
     const st = procStat(p.pid);
@@ -491,4 +508,11 @@ export function killTree(tree: readonly { pid: number; comm: string }[], sig: Si
   }
 }
 
-export { snapshotTree };
+/** Sends `sig` to a whole process group; false when the group no longer exists. */
+export function signalGroup(pgid: number, sig: SignalName): boolean {
+  if (!Number.isInteger(pgid) || pgid <= 1) throw new RangeError(`Bad process group ${pgid}`);
+  return sys().kill(-pgid, signalNumber(sig)) === 0;
+}
+
+/** Signal numbers by name (Linux). */
+export const SIGNAL_NUMBERS: Readonly<Record<string, number>> = SIGNALS;

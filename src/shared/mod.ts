@@ -14,3 +14,4 @@ export {
 export { type Logger, logger, type LogLevel, setLogLevel } from "./log.ts";
 export { newId, randomHex } from "./ids.ts";
 export { type Clock, systemClock } from "./clock.ts";
+export { delay, within } from "./async.ts";

@@ -1,0 +1,747 @@
+/**
+ * The command engine: sessions and jobs per owner (an agent identity), quotas, the operations
+ * behind the "Commands and jobs" and "Sessions" tools, and retention of finished jobs.
+ * Every public method takes the caller's owner id and untrusted input, validates it with the
+ * shared schemas, and returns wire-shaped results (snake_case, as TOOLS.md). An owner never
+ * sees another owner's sessions or jobs: their ids are NOT_FOUND.
+ */
+import { join } from "node:path";
+import {
+  decodeCursor,
+  encodeCursor,
+  type Page,
+  Redactor,
+  type ScreenSnapshot,
+} from "../output/mod.ts";
+import { sharedPoller } from "../pty/mod.ts";
+import { argvToScript, scopeScript, type ShellKind } from "../shell/mod.ts";
+import { type Clock, newId, notFound, systemClock, TermadaError, within } from "../shared/mod.ts";
+import { Job, type JobStatus } from "./job.ts";
+import { OneShot, waitDone } from "./oneshot.ts";
+import {
+  ExecKillInput,
+  ExecListInput,
+  ExecPollInput,
+  ExecRunInput,
+  ExecSignalInput,
+  ExecStartInput,
+  ExecWaitInput,
+  ExecWriteInput,
+  parseInput,
+  SessionCreateInput,
+  SessionIdInput,
+  SessionResizeInput,
+} from "./schema.ts";
+import { Session } from "./session.ts";
+import { compilePattern, type Matched, waitForJob } from "./wait.ts";
+
+export interface EngineLimits {
+  /** Live sessions per owner (QUOTA_EXCEEDED beyond). */
+  sessionsPerOwner: number;
+  /** Live sessions in all. */
+  sessionsTotal: number;
+  /** Running background (one-shot) jobs per owner. */
+  backgroundPerOwner: number;
+  /** Finished jobs kept per owner for polling and listing; oldest are forgotten first. */
+  finishedJobsPerOwner: number;
+  /** Bytes of output kept across all finished jobs; oldest finished jobs are forgotten first. */
+  finishedOutputBytes: number;
+}
+
+export interface EngineOutputOptions {
+  /** Cleaned output kept per job (older bytes become an explicit gap). */
+  retentionBytes: number;
+  /** First bytes of each job kept forever (head of a result). */
+  headBytes: number;
+  /** Head and tail sizes of the output in an exec_run result. */
+  resultHeadBytes: number;
+  resultTailBytes: number;
+  /** Raw bytes per session kept for terminal replay. */
+  ringBytes: number;
+}
+
+export interface EngineOptions {
+  /** Private runtime directory: per-session rc files and staged commands, recordings. */
+  runtimeDir: string;
+  limits?: Partial<EngineLimits>;
+  output?: Partial<EngineOutputOptions>;
+  /** Base environment of every shell (default: this process's, minus TERMADA_* variables). */
+  env?: Record<string, string>;
+  defaultShell?: ShellKind;
+  /** Where sessions start when no cwd is given (default: $HOME, else the process cwd). */
+  defaultCwd?: string;
+  /** Record sessions as asciicast v2 under `<runtimeDir>/recordings` (default true). */
+  record?: boolean;
+  recording?: { maxFileBytes?: number; keepFiles?: number };
+  /** Source the user's own ~/.bashrc / ~/.zshrc in sessions (default false: a clean shell). */
+  userRc?: boolean;
+  /** Grace between INT, TERM and KILL when a job is killed (default 2000 ms). */
+  killGraceMs?: number;
+  /** Time a new shell has to show its first prompt (default 10 s). */
+  startTimeoutMs?: number;
+  clock?: Clock;
+}
+
+export const DEFAULT_LIMITS: EngineLimits = {
+  sessionsPerOwner: 32,
+  sessionsTotal: 256,
+  backgroundPerOwner: 16,
+  finishedJobsPerOwner: 200,
+  finishedOutputBytes: 256 * 1024 * 1024,
+};
+
+export const DEFAULT_OUTPUT: EngineOutputOptions = {
+  retentionBytes: 8 * 1024 * 1024,
+  headBytes: 16 * 1024,
+  resultHeadBytes: 8 * 1024,
+  resultTailBytes: 8 * 1024,
+  ringBytes: 1024 * 1024,
+};
+
+export interface SessionInfo {
+  session_id: string;
+  target: string;
+  shell: ShellKind;
+  cwd: string;
+  workspace?: string;
+  state: "ready" | "busy" | "operator";
+  current_job_id?: string;
+  cols: number;
+  rows: number;
+  created_at: string;
+}
+
+export interface JobStart {
+  job_id: string;
+  session_id: string;
+  status: JobStatus;
+  mode: "foreground" | "background";
+}
+
+export interface JobView {
+  job_id: string;
+  session_id: string;
+  command: string[];
+  status: JobStatus;
+  exit_code?: number;
+  signal?: string;
+  reason?: string;
+  output: string;
+  tail?: string;
+  omitted_bytes?: number;
+  next_cursor: string;
+  has_more: boolean;
+  gap?: { from_offset: number; to_offset: number; dropped_bytes: number };
+  awaiting_input?: boolean;
+  prompt?: string;
+  input_detection?: "kernel" | "heuristic";
+  cwd?: string;
+  duration_ms: number;
+  waited_ms?: number;
+  matched?: Matched;
+  match?: string;
+}
+
+export interface JobSummary {
+  job_id: string;
+  session_id: string;
+  command: string[];
+  mode: "foreground" | "background";
+  status: JobStatus;
+  exit_code?: number;
+  signal?: string;
+  started_at: string;
+  duration_ms: number;
+  cwd?: string;
+}
+
+export interface CallOptions {
+  /** Progress callback for long waits (MCP progress notifications). */
+  onProgress?: (elapsedMs: number, totalMs: number) => void;
+  /** Aborts a wait early (client went away); the job is not affected. */
+  signal?: AbortSignal;
+}
+
+const DEFAULT_RUN_WAIT_MS = 30_000;
+const DEFAULT_WAIT_MS = 30_000;
+/** A run/poll hands out an unfinished last line once output has been quiet this long. */
+const PARTIAL_LINE_IDLE_MS = 50;
+const RECENT_MS = 60 * 60 * 1000;
+
+export class Engine {
+  readonly limits: EngineLimits;
+  readonly output: EngineOutputOptions;
+  #opts: EngineOptions;
+  #clock: Clock;
+  #sessions = new Map<string, Session>();
+  #defaults = new Map<string, Promise<Session>>();
+  #creating = new Map<string, number>();
+  #jobs = new Map<string, Job>();
+  #oneshots = new Map<string, OneShot>();
+  #jobOrder: Job[] = [];
+  #closed = false;
+  #env: Record<string, string>;
+
+  constructor(options: EngineOptions) {
+    this.#opts = options;
+    this.#clock = options.clock ?? systemClock;
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.output = { ...DEFAULT_OUTPUT, ...options.output };
+    this.#env = baseEnv(options.env);
+  }
+
+  // ── sessions ──────────────────────────────────────────────────────────────
+
+  async createSession(owner: string, input: unknown = {}): Promise<SessionInfo> {
+    const req = parseInput(SessionCreateInput, input ?? {});
+    if (req.target !== undefined && req.target !== "local") {
+      throw new TermadaError(
+        "NOT_SUPPORTED",
+        `Remote target "${req.target}" is not available yet`,
+        {
+          hint: 'Use target "local" (remote SSH sessions come with server support)',
+        },
+      );
+    }
+    const s = await this.#newSession(owner, req);
+    return this.#sessionInfo(s);
+  }
+
+  listSessions(owner: string): SessionInfo[] {
+    return [...this.#sessions.values()]
+      .filter((s) => s.owner === owner && s.state !== "closed")
+      .map((s) => this.#sessionInfo(s));
+  }
+
+  async closeSession(owner: string, input: unknown): Promise<{ ok: true; session_id: string }> {
+    const { session_id } = parseInput(SessionIdInput, input);
+    const s = this.#ownSession(owner, session_id);
+    await s.close("closed by its owner");
+    return { ok: true, session_id };
+  }
+
+  async screen(owner: string, input: unknown): Promise<ScreenSnapshot & { session_id: string }> {
+    const { session_id } = parseInput(SessionIdInput, input);
+    const s = this.#ownSession(owner, session_id);
+    return { session_id, ...(await s.screen()) };
+  }
+
+  resizeSession(owner: string, input: unknown): { ok: true; cols: number; rows: number } {
+    const req = parseInput(SessionResizeInput, input);
+    const s = this.#ownSession(owner, req.session_id);
+    s.resize(req.cols, req.rows);
+    return { ok: true, cols: req.cols, rows: req.rows };
+  }
+
+  /** The session object for trusted in-process callers (dashboard, tests). */
+  sessionOf(owner: string, sessionId: string): Session {
+    return this.#ownSession(owner, sessionId);
+  }
+
+  // ── jobs ──────────────────────────────────────────────────────────────────
+
+  async start(owner: string, input: unknown): Promise<JobStart> {
+    const req = parseInput(ExecStartInput, input);
+    const job = await this.#launch(owner, req);
+    return { job_id: job.id, session_id: job.sessionId, status: job.status, mode: job.mode };
+  }
+
+  /** Starts a job and waits (bounded) for it to end or need input. A deadline never kills. */
+  async run(owner: string, input: unknown, call: CallOptions = {}): Promise<JobView> {
+    const req = parseInput(ExecRunInput, input);
+    const t0 = this.#clock.mono();
+    const job = await this.#launch(owner, req);
+    const timeoutMs = req.timeout_ms ?? DEFAULT_RUN_WAIT_MS;
+    await waitForJob(job, { exit: true, prompt: true }, {
+      timeoutMs,
+      fromOffset: 0,
+      clock: this.#clock,
+      onProgress: call.onProgress,
+      signal: call.signal,
+    });
+    this.#exposePartialLine(job);
+    const s = job.buffer.summary(this.output.resultHeadBytes, this.output.resultTailBytes);
+    return {
+      ...this.#view(job, s),
+      ...(s.tail === undefined ? {} : { tail: s.tail, omitted_bytes: s.omittedBytes }),
+      waited_ms: Math.round(this.#clock.mono() - t0),
+    };
+  }
+
+  async poll(owner: string, input: unknown, call: CallOptions = {}): Promise<JobView> {
+    const req = parseInput(ExecPollInput, input);
+    const job = this.#ownJob(owner, req.job_id);
+    const from = req.cursor ?? encodeCursor(0);
+    job.buffer.read(from, 1); // validates the cursor before waiting
+    const waitMs = req.wait_ms ?? 0;
+    const t0 = this.#clock.mono();
+    if (waitMs > 0 && !this.#hasNews(job, from)) {
+      const news = Promise.withResolvers<void>();
+      const off = job.onChange(() => news.resolve());
+      call.signal?.addEventListener("abort", () => news.resolve(), { once: true });
+      await within(news.promise, waitMs);
+      off();
+    }
+    this.#exposePartialLine(job, from);
+    return {
+      ...this.#view(job, job.buffer.read(from, req.max_bytes)),
+      waited_ms: Math.round(this.#clock.mono() - t0),
+    };
+  }
+
+  async wait(owner: string, input: unknown, call: CallOptions = {}): Promise<JobView> {
+    const req = parseInput(ExecWaitInput, input);
+    const job = this.#ownJob(owner, req.job_id);
+    const from = req.cursor ?? encodeCursor(0);
+    job.buffer.read(from, 1);
+    const until = req.until ?? {};
+    const none = until.exit === undefined && until.pattern === undefined &&
+      until.prompt === undefined && until.idle_ms === undefined;
+    const t0 = this.#clock.mono();
+    const r = await waitForJob(job, {
+      exit: none ? true : until.exit,
+      prompt: until.prompt,
+      pattern: until.pattern === undefined ? undefined : compilePattern(until.pattern),
+      idleMs: until.idle_ms,
+    }, {
+      timeoutMs: req.timeout_ms ?? DEFAULT_WAIT_MS,
+      fromOffset: decodeCursor(from),
+      clock: this.#clock,
+      onProgress: call.onProgress,
+      signal: call.signal,
+    });
+    this.#exposePartialLine(job, from);
+    return {
+      ...this.#view(job, job.buffer.read(from, req.max_bytes)),
+      waited_ms: Math.round(this.#clock.mono() - t0),
+      matched: r.matched,
+      ...(r.match === undefined ? {} : { match: r.match }),
+    };
+  }
+
+  /** Types input for a job that is waiting for it. `secret` values are redacted everywhere. */
+  async write(
+    owner: string,
+    input: unknown,
+  ): Promise<{ ok: true; job_id: string; status: JobStatus }> {
+    const req = parseInput(ExecWriteInput, input);
+    const job = this.#ownJob(owner, req.job_id);
+    if (job.status !== "awaiting_input") {
+      throw new TermadaError(
+        "NOT_AWAITING_INPUT",
+        `Cannot write to job "${job.id}": it is ${job.status}, not waiting for input`,
+        { hint: "Wait with exec_wait until.prompt, or use exec_poll to see what it is doing" },
+      );
+    }
+    const text = req.input + (req.append_newline === false ? "" : "\r");
+    const target = this.#inputTarget(job);
+    if (req.secret) {
+      // Registered before the bytes leave, so no echo or later output can carry them.
+      target.redactor.addLiteral(req.input);
+      if (target.redactor !== target.jobRedactor) target.jobRedactor.addLiteral(req.input);
+    }
+    await target.write(text);
+    return { ok: true, job_id: job.id, status: job.status };
+  }
+
+  signal(owner: string, input: unknown): { ok: boolean; job_id: string; status: JobStatus } {
+    const req = parseInput(ExecSignalInput, input);
+    const job = this.#ownJob(owner, req.job_id);
+    if (job.final) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Cannot signal job "${job.id}": it is ${job.status}`,
+      );
+    }
+    const one = this.#oneshots.get(job.id);
+    const ok = one ? one.signal(req.signal) : this.#sessionOfJob(job).signalForeground(req.signal);
+    return { ok, job_id: job.id, status: job.status };
+  }
+
+  /** INT → TERM → KILL with `grace_ms` between; resolves with the final status. */
+  async kill(owner: string, input: unknown): Promise<JobView> {
+    const req = parseInput(ExecKillInput, input);
+    const job = this.#ownJob(owner, req.job_id);
+    await this.#stop(job, req.grace_ms ?? this.#opts.killGraceMs ?? 2000, "killed");
+    return this.#view(job, job.buffer.summary(this.output.resultHeadBytes, 0));
+  }
+
+  listJobs(owner: string, input: unknown = {}): { jobs: JobSummary[] } {
+    const req = parseInput(ExecListInput, input ?? {});
+    const filter = req.filter ?? "recent";
+    const limit = req.limit ?? (filter === "all" ? 200 : 50);
+    const now = this.#clock.now();
+    const jobs: JobSummary[] = [];
+    for (let i = this.#jobOrder.length - 1; i >= 0 && jobs.length < limit; i--) {
+      const j = this.#jobOrder[i]!;
+      if (j.owner !== owner) continue;
+      if (filter === "active" && j.final) continue;
+      if (filter === "recent" && j.final && now - j.startedAt > RECENT_MS) continue;
+      jobs.push({
+        job_id: j.id,
+        session_id: j.sessionId,
+        command: [...j.command],
+        mode: j.mode,
+        status: j.status,
+        ...(j.exitCode === undefined ? {} : { exit_code: j.exitCode }),
+        ...(j.signal === undefined ? {} : { signal: j.signal }),
+        started_at: new Date(j.startedAt).toISOString(),
+        duration_ms: j.durationMs,
+        ...(j.cwd === undefined ? {} : { cwd: j.cwd }),
+      });
+    }
+    return { jobs };
+  }
+
+  /** The job object for trusted in-process callers (tests, later the dashboard). */
+  jobOf(owner: string, jobId: string): Job {
+    return this.#ownJob(owner, jobId);
+  }
+
+  /** Closes every session and background job. The engine refuses work afterwards. */
+  async shutdown(): Promise<void> {
+    this.#closed = true;
+    await Promise.all([
+      ...[...this.#sessions.values()].map((s) => s.close("daemon shutting down")),
+      ...[...this.#oneshots.values()].map((o) => o.close()),
+    ]);
+    await sharedPoller().stop();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.shutdown();
+  }
+
+  // ── internals ─────────────────────────────────────────────────────────────
+
+  async #launch(owner: string, req: ExecStartInput): Promise<Job> {
+    this.#assertOpen();
+    if (req.mode === "background") return this.#launchBackground(owner, req);
+    const session = req.session === undefined
+      ? await this.#defaultSession(owner)
+      : this.#ownSession(owner, req.session);
+    if (session.state === "busy" && !session.job) await within(session.ready, 1000);
+    if (session.state !== "ready") {
+      const running = session.job?.id;
+      throw new TermadaError(
+        session.state === "closed" ? "NOT_FOUND" : "SESSION_BUSY",
+        session.state === "closed"
+          ? `Session "${session.id}" is closed`
+          : `Session "${session.id}" is busy${running ? ` with job "${running}"` : ""}`,
+        {
+          details: running ? { job_id: running } : undefined,
+          hint: running
+            ? `Wait for "${running}" (exec_wait), kill it, use another session, or pass mode "background"`
+            : "Retry in a moment",
+        },
+      );
+    }
+    const script = scopeScript(argvToScript(req.command), { cwd: req.cwd, env: req.env });
+    const job = this.#newJob(owner, session.id, req.command, "foreground", session.redactor);
+    job.cwd = session.cwd;
+    await session.run(job, script);
+    return job;
+  }
+
+  #launchBackground(owner: string, req: ExecStartInput): Job {
+    let running = 0;
+    for (const o of this.#oneshots.values()) if (o.job.owner === owner && !o.job.final) running++;
+    if (running >= this.limits.backgroundPerOwner) {
+      throw new TermadaError(
+        "QUOTA_EXCEEDED",
+        `Too many background jobs: ${running} of ${this.limits.backgroundPerOwner} running`,
+        { hint: "Wait for or kill a background job (exec_list filter active)" },
+      );
+    }
+    const base = req.session === undefined ? undefined : this.#ownSession(owner, req.session);
+    const cwd = req.cwd ?? base?.cwd ?? this.#defaultCwd();
+    const id = newId("job");
+    const redactor = base?.redactor;
+    const job = this.#newJob(
+      owner,
+      base?.id ?? "background",
+      req.command,
+      "background",
+      redactor,
+      id,
+    );
+    job.cwd = cwd;
+    const one = OneShot.start(job, {
+      argv: req.command,
+      shell: base?.shell ?? this.#opts.defaultShell ?? "bash",
+      cwd,
+      env: { ...this.#env, ...req.env },
+      cols: base?.cols ?? 120,
+      rows: base?.rows ?? 40,
+    });
+    this.#oneshots.set(job.id, one);
+    job.done.then(() => this.#oneshots.delete(job.id));
+    return job;
+  }
+
+  #newJob(
+    owner: string,
+    sessionId: string,
+    command: readonly string[],
+    mode: "foreground" | "background",
+    redactor?: Redactor,
+    id = newId("job"),
+  ): Job {
+    const job = new Job({
+      id,
+      owner,
+      sessionId,
+      command: [...command],
+      mode,
+      clock: this.#clock,
+      redactor: redactor ?? new Redactor(),
+      output: { retentionBytes: this.output.retentionBytes, headBytes: this.output.headBytes },
+    });
+    this.#jobs.set(job.id, job);
+    this.#jobOrder.push(job);
+    job.done.then(() => this.#evict(owner));
+    return job;
+  }
+
+  /** Forgets the oldest finished jobs beyond the per-owner count and the global byte budget. */
+  #evict(owner: string): void {
+    let finishedOfOwner = 0;
+    let bytes = 0;
+    for (const j of this.#jobOrder) {
+      if (!j.final) continue;
+      if (j.owner === owner) finishedOfOwner++;
+      bytes += Math.min(j.buffer.totalBytes, this.output.retentionBytes + this.output.headBytes);
+    }
+    const keep: Job[] = [];
+    for (const j of this.#jobOrder) {
+      const over = j.final && (
+        (j.owner === owner && finishedOfOwner > this.limits.finishedJobsPerOwner) ||
+        bytes > this.limits.finishedOutputBytes
+      );
+      if (over) {
+        if (j.owner === owner) finishedOfOwner--;
+        bytes -= Math.min(j.buffer.totalBytes, this.output.retentionBytes + this.output.headBytes);
+        this.#jobs.delete(j.id);
+      } else {
+        keep.push(j);
+      }
+    }
+    this.#jobOrder = keep;
+  }
+
+  async #stop(job: Job, graceMs: number, status: "killed" | "timed_out"): Promise<void> {
+    if (job.final) return;
+    const one = this.#oneshots.get(job.id);
+    if (one) await one.stop(graceMs, status);
+    else {
+      const s = this.#sessions.get(job.sessionId);
+      if (s) await s.stopJob(job, graceMs, status);
+    }
+    await waitDone(job, 1000);
+  }
+
+  #inputTarget(job: Job): {
+    write: (s: string) => Promise<void>;
+    redactor: Redactor;
+    jobRedactor: Redactor;
+  } {
+    const one = this.#oneshots.get(job.id);
+    if (one) {
+      return { write: (s) => one.writeInput(s), redactor: job.redactor, jobRedactor: job.redactor };
+    }
+    const s = this.#sessionOfJob(job);
+    return { write: (t) => s.writeInput(t), redactor: s.redactor, jobRedactor: job.redactor };
+  }
+
+  #sessionOfJob(job: Job): Session {
+    const s = this.#sessions.get(job.sessionId);
+    if (!s || s.job !== job) {
+      throw new TermadaError("INVALID_ARGUMENT", `Job "${job.id}" is not running in a session`);
+    }
+    return s;
+  }
+
+  #hasNews(job: Job, cursor: string): boolean {
+    return job.final || job.status === "awaiting_input" ||
+      job.buffer.totalBytes > decodeCursor(cursor) || job.pendingText() !== "";
+  }
+
+  /** Commits an unfinished last line when it is all there is to read and output went quiet. */
+  #exposePartialLine(job: Job, cursor?: string): void {
+    if (job.final) return;
+    if (cursor !== undefined && job.buffer.totalBytes > decodeCursor(cursor)) return;
+    if (this.#clock.mono() - job.lastOutputMono >= PARTIAL_LINE_IDLE_MS) job.commitPending();
+  }
+
+  #view(job: Job, page: Page): JobView {
+    const v: JobView = {
+      job_id: job.id,
+      session_id: job.sessionId,
+      command: [...job.command],
+      status: job.status,
+      output: page.output,
+      next_cursor: page.nextCursor,
+      has_more: page.hasMore,
+      duration_ms: job.durationMs,
+    };
+    if (job.exitCode !== undefined) v.exit_code = job.exitCode;
+    if (job.signal !== undefined) v.signal = job.signal;
+    if (job.reason !== undefined) v.reason = job.reason;
+    if (page.gap) {
+      v.gap = {
+        from_offset: page.gap.fromOffset,
+        to_offset: page.gap.toOffset,
+        dropped_bytes: page.gap.droppedBytes,
+      };
+    }
+    if (job.status === "awaiting_input") {
+      v.awaiting_input = true;
+      v.prompt = job.prompt ?? "";
+      if (job.inputSource) v.input_detection = job.inputSource;
+    }
+    if (job.cwd !== undefined) v.cwd = job.cwd;
+    return v;
+  }
+
+  async #defaultSession(owner: string): Promise<Session> {
+    const existing = this.#defaults.get(owner);
+    if (existing) {
+      const s = await existing.catch(() => undefined);
+      if (s && s.state !== "closed") return s;
+    }
+    const p = this.#newSession(owner, {});
+    this.#defaults.set(owner, p);
+    p.catch(() => this.#defaults.delete(owner));
+    return await p;
+  }
+
+  async #newSession(owner: string, req: SessionCreateInput): Promise<Session> {
+    this.#assertOpen();
+    const mine = this.#countSessions(owner);
+    if (mine >= this.limits.sessionsPerOwner) {
+      throw new TermadaError(
+        "QUOTA_EXCEEDED",
+        `Too many sessions: ${mine} of ${this.limits.sessionsPerOwner} allowed per agent`,
+        { hint: "Close a session you no longer need (session_close)" },
+      );
+    }
+    if (this.#countSessions() >= this.limits.sessionsTotal) {
+      throw new TermadaError(
+        "QUOTA_EXCEEDED",
+        `Too many sessions: the limit of ${this.limits.sessionsTotal} in all is reached`,
+        { hint: "Close sessions or raise the limit in the configuration" },
+      );
+    }
+    const cwd = req.cwd ?? this.#defaultCwd();
+    try {
+      if (!(await Deno.stat(cwd)).isDirectory) throw new Error("not a directory");
+    } catch {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Cannot start a session in "${cwd}": not a directory`,
+      );
+    }
+    const id = newId("ses");
+    this.#creating.set(owner, (this.#creating.get(owner) ?? 0) + 1);
+    try {
+      const cols = req.cols ?? 120;
+      const rows = req.rows ?? 40;
+      const s = await Session.start({
+        id,
+        owner,
+        shell: req.shell ?? this.#opts.defaultShell ?? "bash",
+        cwd,
+        env: {
+          ...this.#env,
+          ...req.env,
+          TERMADA_SESSION_ID: id,
+          COLUMNS: String(cols),
+          LINES: String(rows),
+        },
+        cols,
+        rows,
+        workspace: req.workspace,
+        dir: join(this.#opts.runtimeDir, "sessions", id),
+        recordingPath: this.#opts.record === false
+          ? undefined
+          : join(this.#opts.runtimeDir, "recordings", `${id}.cast`),
+        recording: {
+          maxFileBytes: this.#opts.recording?.maxFileBytes ?? 16 * 1024 * 1024,
+          keepFiles: this.#opts.recording?.keepFiles ?? 3,
+        },
+        ringBytes: this.output.ringBytes,
+        userRc: this.#opts.userRc ?? false,
+        clock: this.#clock,
+        startTimeoutMs: this.#opts.startTimeoutMs ?? 10_000,
+        onClosed: (closed) => this.#sessions.delete(closed.id),
+      });
+      if (this.#closed) {
+        await s.close("daemon shutting down");
+        this.#assertOpen();
+      }
+      this.#sessions.set(id, s);
+      return s;
+    } finally {
+      this.#creating.set(owner, this.#creating.get(owner)! - 1);
+    }
+  }
+
+  #countSessions(owner?: string): number {
+    let n = 0;
+    for (const s of this.#sessions.values()) {
+      if (s.state !== "closed" && (owner === undefined || s.owner === owner)) n++;
+    }
+    if (owner !== undefined) return n + (this.#creating.get(owner) ?? 0);
+    for (const c of this.#creating.values()) n += c;
+    return n;
+  }
+
+  #ownSession(owner: string, id: string): Session {
+    const s = this.#sessions.get(id);
+    if (!s || s.owner !== owner || s.state === "closed") throw notFound("session", id);
+    return s;
+  }
+
+  #ownJob(owner: string, id: string): Job {
+    const j = this.#jobs.get(id);
+    if (!j || j.owner !== owner) throw notFound("job", id);
+    return j;
+  }
+
+  #sessionInfo(s: Session): SessionInfo {
+    const info: SessionInfo = {
+      session_id: s.id,
+      target: "local",
+      shell: s.shell,
+      cwd: s.cwd,
+      state: s.state === "busy" ? "busy" : "ready",
+      cols: s.cols,
+      rows: s.rows,
+      created_at: new Date(s.createdAt).toISOString(),
+    };
+    if (s.workspace !== undefined) info.workspace = s.workspace;
+    if (s.job) info.current_job_id = s.job.id;
+    return info;
+  }
+
+  #defaultCwd(): string {
+    return this.#opts.defaultCwd ?? this.#env.HOME ?? Deno.cwd();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) {
+      throw new TermadaError("STOPPED", "The engine is shutting down", { retriable: true });
+    }
+  }
+}
+
+/** Environment for shells: the given base (or ours), minus Termada's own secrets. */
+function baseEnv(given?: Record<string, string>): Record<string, string> {
+  const env = { ...(given ?? Deno.env.toObject()) };
+  for (const k of Object.keys(env)) if (k.startsWith("TERMADA_")) delete env[k];
+  env.TERM = "xterm-256color";
+  env.PAGER = "cat";
+  env.GIT_PAGER = "cat";
+  env.LANG ??= "C.UTF-8";
+  return env;
+}

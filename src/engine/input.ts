@@ -1,0 +1,105 @@
+/**
+ * Is the program in the foreground of a terminal waiting for the user to type?
+ *
+ * On Linux the kernel answers exactly: a process of the terminal's foreground group blocked in
+ * `read()` on the terminal is waiting for input (`/proc/<pid>/syscall`, read through libc).
+ * Programs that wait with poll/select (readline, REPLs, editors) are reported when their stdin
+ * is the terminal and they left an unfinished line (a prompt) — a kernel fact plus a text hint.
+ * Where /proc cannot tell, a text heuristic on the unfinished line is the fallback.
+ */
+import { currentSyscall, descendantsOf, procStat, type Pty, readLink } from "../pty/mod.ts";
+import type { Job } from "./job.ts";
+
+const ARCH = Deno.build.arch;
+/** read, readv */
+const READ_SYSCALLS = ARCH === "aarch64" ? new Set([63, 65]) : new Set([0, 19]);
+/** poll, select, pselect6, ppoll, epoll_wait, epoll_pwait (+ epoll_pwait2) */
+const WAIT_SYSCALLS = ARCH === "aarch64"
+  ? new Set([72, 73, 22, 441])
+  : new Set([7, 23, 270, 271, 232, 281, 441]);
+
+const PROMPT_HINT =
+  /(password|passphrase|passcode|pin|otp|token|username|login)[^\n]*[:?]\s*$|[?:>#$\]]\s*$|\[[yY]\/[nN]\]\s*$|\([yY]es\/[nN]o\)\s*$/i;
+
+export interface InputState {
+  awaiting: boolean;
+  source: "kernel" | "heuristic";
+}
+
+/**
+ * Checks the foreground group of `pty`. `root` is the process the job runs under (the session
+ * shell, or the one-shot program); `pending` is the unfinished last line of output.
+ */
+export function detectInput(pty: Pty, root: number, pending: string): InputState {
+  const fg = pty.foregroundPgid();
+  const tty = pty.ttyPath;
+  if (fg === undefined) return { awaiting: false, source: "kernel" };
+  const members = [root, ...descendantsOf(root)].filter((p) => procStat(p)?.pgrp === fg);
+  let procReadable = false;
+  for (const pid of members) {
+    const sc = currentSyscall(pid);
+    if (sc === undefined) continue;
+    procReadable = true;
+    if (READ_SYSCALLS.has(sc.nr)) {
+      const target = readLink(`/proc/${pid}/fd/${sc.arg0}`);
+      if (target === tty || target === "/dev/tty") return { awaiting: true, source: "kernel" };
+    } else if (WAIT_SYSCALLS.has(sc.nr) && PROMPT_HINT.test(pending)) {
+      const stdin = readLink(`/proc/${pid}/fd/0`);
+      if (stdin === tty && procStat(pid)?.state === "S") {
+        return { awaiting: true, source: "heuristic" };
+      }
+    }
+  }
+  if (procReadable || members.length === 0) return { awaiting: false, source: "kernel" };
+  return { awaiting: PROMPT_HINT.test(pending), source: "heuristic" };
+}
+
+/** First check after output went quiet; then backing off while nothing moves. */
+export const INPUT_CHECK_FIRST_MS = 25;
+export const INPUT_CHECK_MAX_MS = 1000;
+
+/**
+ * Runs `detectInput` for the running job of one PTY: soon after output goes quiet or input is
+ * written, then backing off (25 ms → 1 s) while the job keeps running silently. One timer per
+ * PTY at most; `stop()` clears it.
+ */
+export class InputWatcher {
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #delay = INPUT_CHECK_FIRST_MS;
+  #pty: Pty;
+  #root: number;
+  #current: () => Job | undefined;
+
+  /** `current` returns the job to watch, or undefined when nothing should be checked now. */
+  constructor(pty: Pty, root: number, current: () => Job | undefined) {
+    this.#pty = pty;
+    this.#root = root;
+    this.#current = current;
+  }
+
+  /** Output arrived or input was written: check again soon. */
+  poke(): void {
+    this.#schedule(INPUT_CHECK_FIRST_MS);
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #schedule(delay: number): void {
+    clearTimeout(this.#timer);
+    this.#delay = delay;
+    this.#timer = setTimeout(() => this.#check(), delay);
+  }
+
+  #check(): void {
+    this.#timer = undefined;
+    const job = this.#current();
+    if (!job || job.final || job.status === "awaiting_input") return;
+    const pending = job.pendingText();
+    const st = detectInput(this.#pty, this.#root, pending);
+    if (st.awaiting) job.setAwaitingInput(pending, st.source);
+    else this.#schedule(Math.min(this.#delay * 2, INPUT_CHECK_MAX_MS));
+  }
+}

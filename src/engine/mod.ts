@@ -1,0 +1,22 @@
+/**
+ * The command engine: persistent shell sessions on real PTYs, jobs with exact boundaries and
+ * exit codes, cursored output, input detection, waits, signals, kills and quotas per owner.
+ * It does not decide whether something may run (that is src/control) nor speak MCP/HTTP.
+ */
+export {
+  type CallOptions,
+  DEFAULT_LIMITS,
+  DEFAULT_OUTPUT,
+  Engine,
+  type EngineLimits,
+  type EngineOptions,
+  type EngineOutputOptions,
+  type JobStart,
+  type JobSummary,
+  type JobView,
+  type SessionInfo,
+} from "./engine.ts";
+export { FINAL_STATUSES, Job, type JobStatus } from "./job.ts";
+export { type InputState } from "./input.ts";
+export type { Matched } from "./wait.ts";
+export * as schema from "./schema.ts";

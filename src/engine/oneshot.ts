@@ -1,0 +1,124 @@
+/**
+ * A background (one-shot) job: the argv spawned directly on its own PTY, argv-exact, with no
+ * shell in between (a single word is a command line and runs under `<shell> -c`). It does not
+ * occupy a session, so long servers and builds can run beside the session's own commands.
+ */
+import {
+  killTree,
+  Pty,
+  SIGNAL_NUMBERS,
+  signalGroup,
+  type SignalName,
+  snapshotTree,
+} from "../pty/mod.ts";
+import type { ShellKind } from "../shell/mod.ts";
+import { TermadaError, within } from "../shared/mod.ts";
+import { InputWatcher } from "./input.ts";
+import type { Job } from "./job.ts";
+
+export class OneShot {
+  readonly job: Job;
+  readonly #pty: Pty;
+  readonly #input: InputWatcher;
+
+  private constructor(job: Job, pty: Pty) {
+    this.job = job;
+    this.#pty = pty;
+    this.#input = new InputWatcher(pty, pty.pid, () => this.job);
+    pty.setSink((c) => {
+      job.feed(c);
+      this.#input.poke();
+    });
+    this.#input.poke();
+    Promise.all([pty.exited, within(pty.outputEnded, 200)]).then(async ([st]) => {
+      this.#input.stop();
+      const code = st.code ?? (st.signal ? 128 + (SIGNAL_NUMBERS[st.signal] ?? 0) : undefined);
+      job.finish("exited", { exitCode: code, signal: st.signal ?? undefined });
+      await pty.close({ graceMs: 100 });
+    });
+  }
+
+  static start(
+    job: Job,
+    options: {
+      argv: readonly string[];
+      shell: ShellKind;
+      cwd: string;
+      env: Record<string, string>;
+      cols: number;
+      rows: number;
+    },
+  ): OneShot {
+    const argv = options.argv.length === 1 ? [options.shell, "-c", options.argv[0]!] : options.argv;
+    let pty: Pty;
+    try {
+      pty = Pty.spawn({
+        argv,
+        cwd: options.cwd,
+        env: options.env,
+        cols: options.cols,
+        rows: options.rows,
+      });
+    } catch (err) {
+      job.finish("failed", { reason: (err as Error).message });
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Cannot start "${argv[0]}": ${(err as Error).message}`,
+        {
+          cause: err,
+          hint: "Check the program name (it is looked up in PATH) and the working directory",
+        },
+      );
+    }
+    return new OneShot(job, pty);
+  }
+
+  get pty(): Pty {
+    return this.#pty;
+  }
+
+  async writeInput(data: string): Promise<void> {
+    await this.#pty.write(data);
+    this.job.resumed();
+    this.#input.poke();
+  }
+
+  signal(sig: SignalName): boolean {
+    return this.#pty.signal(sig, "foreground") || this.#pty.signal(sig, "group");
+  }
+
+  /** INT → TERM → hang-up and KILL of the whole tree, `graceMs` apart. */
+  async stop(graceMs: number, status: "killed" | "timed_out"): Promise<void> {
+    const job = this.job;
+    if (job.final) return;
+    const tree = snapshotTree(this.#pty.pid);
+    job.stopping = { status, signal: "INT" };
+    this.signal("INT");
+    if (await waitDone(job, graceMs)) return;
+    job.stopping = { status, signal: "TERM" };
+    const fg = this.#pty.foregroundPgid();
+    if (fg !== undefined) signalGroup(fg, "TERM");
+    this.#pty.signal("TERM", "child");
+    killTree(tree, "TERM");
+    if (await waitDone(job, graceMs)) return;
+    job.stopping = { status, signal: "KILL" };
+    await this.#pty.close({ graceMs: 0 });
+    killTree(tree, "KILL");
+    await waitDone(job, 2000);
+  }
+
+  /** Ends the job and its processes without grace (shutdown). */
+  async close(): Promise<void> {
+    if (!this.job.final) this.job.stopping = { status: "killed", signal: "HUP" };
+    this.#input.stop();
+    await this.#pty.close({ graceMs: 200 });
+    await waitDone(this.job, 1000);
+  }
+}
+
+/** Resolves true when the job ended within `ms`. */
+export async function waitDone(job: Job, ms: number): Promise<boolean> {
+  if (job.final) return true;
+  await within(job.done, ms);
+  return job.final;
+}

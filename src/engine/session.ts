@@ -1,0 +1,367 @@
+/**
+ * A persistent shell session: an interactive shell on its own PTY with the integration loaded,
+ * the marker parser that cuts its byte stream into command boundaries, the raw side (replay
+ * ring, asciicast recording, lazy screen) and at most one foreground job at a time.
+ *
+ * Byte path: PTY → MarkerParser → (raw: literal redaction → ring + recording)
+ *                                 (job zone, between `start` and `end` markers: Job.feed)
+ */
+import {
+  AsciicastRecorder,
+  RawRing,
+  Redactor,
+  ScreenMirror,
+  type ScreenSnapshot,
+} from "../output/mod.ts";
+import {
+  killTree,
+  Pty,
+  SIGNAL_NUMBERS,
+  signalGroup,
+  type SignalName,
+  snapshotTree,
+} from "../pty/mod.ts";
+import {
+  type Marker,
+  MarkerParser,
+  type ShellKind,
+  shellLaunch,
+  typedCommand,
+} from "../shell/mod.ts";
+import { type Clock, logger, randomHex, TermadaError, within } from "../shared/mod.ts";
+import { InputWatcher } from "./input.ts";
+import { waitDone } from "./oneshot.ts";
+import type { Job } from "./job.ts";
+
+const log = logger("engine");
+
+export type SessionState = "starting" | "ready" | "busy" | "closed";
+
+export interface SessionOptions {
+  id: string;
+  owner: string;
+  shell: ShellKind;
+  cwd: string;
+  env: Record<string, string>;
+  cols: number;
+  rows: number;
+  workspace?: string;
+  /** Private directory for generated rc files and staged commands (created 0700). */
+  dir: string;
+  /** asciicast file, or undefined to not record. */
+  recordingPath?: string;
+  recording?: { maxFileBytes: number; keepFiles: number };
+  ringBytes: number;
+  userRc: boolean;
+  clock: Clock;
+  startTimeoutMs: number;
+  onClosed: (s: Session) => void;
+}
+
+export class Session {
+  readonly id: string;
+  readonly owner: string;
+  readonly shell: ShellKind;
+  readonly workspace: string | undefined;
+  readonly createdAt: number;
+  readonly redactor = new Redactor();
+  readonly ring: RawRing;
+  cwd: string;
+  state: SessionState = "starting";
+  closeReason: string | undefined;
+  job: Job | undefined;
+  #opts: SessionOptions;
+  #pty!: Pty;
+  #parser: MarkerParser;
+  #rawRedact = this.redactor.stream();
+  #recorder: AsciicastRecorder | undefined;
+  #screen: ScreenMirror;
+  #zone = false;
+  /** A command line was typed and its `start` marker has not arrived. */
+  #sent = false;
+  #stagePath: string | undefined;
+  #ready = Promise.withResolvers<void>();
+  #input!: InputWatcher;
+  #closing: Promise<void> | undefined;
+  #endPromptTimer: ReturnType<typeof setTimeout> | undefined;
+
+  private constructor(opts: SessionOptions) {
+    this.id = opts.id;
+    this.owner = opts.owner;
+    this.shell = opts.shell;
+    this.workspace = opts.workspace;
+    this.cwd = opts.cwd;
+    this.createdAt = opts.clock.now();
+    this.#opts = opts;
+    this.#parser = new MarkerParser(randomHex(16));
+    this.ring = new RawRing(opts.ringBytes);
+    this.#screen = new ScreenMirror(this.ring, { cols: opts.cols, rows: opts.rows });
+  }
+
+  /** Starts the shell and resolves once its first prompt is up. */
+  static async start(opts: SessionOptions): Promise<Session> {
+    const s = new Session(opts);
+    await Deno.mkdir(opts.dir, { recursive: true, mode: 0o700 });
+    const nonce = randomHex(16);
+    s.#parser = new MarkerParser(nonce);
+    const launch = shellLaunch(opts.shell, { nonce, dir: opts.dir, userRc: opts.userRc });
+    for (const f of launch.files) await Deno.writeTextFile(f.path, f.content, { mode: 0o600 });
+    if (opts.recordingPath) {
+      try {
+        await Deno.mkdir(dirname(opts.recordingPath), { recursive: true, mode: 0o700 });
+        s.#recorder = await AsciicastRecorder.open(opts.recordingPath, {
+          cols: opts.cols,
+          rows: opts.rows,
+          title: `termada ${opts.id}`,
+          maxFileBytes: opts.recording?.maxFileBytes,
+          keepFiles: opts.recording?.keepFiles,
+          clock: opts.clock,
+        });
+      } catch (err) {
+        log.warn("recording disabled", { session: opts.id, error: err });
+      }
+    }
+    try {
+      s.#pty = Pty.spawn({
+        argv: launch.argv,
+        cwd: opts.cwd,
+        env: { ...opts.env, ...launch.env },
+        cols: opts.cols,
+        rows: opts.rows,
+      });
+    } catch (err) {
+      await s.#cleanupFiles();
+      throw new TermadaError("INTERNAL", `Cannot start ${opts.shell} in "${opts.cwd}"`, {
+        cause: err,
+        hint: "Check that the shell is installed and the directory exists",
+      });
+    }
+    s.#input = new InputWatcher(s.#pty, s.#pty.pid, () => (s.#zone ? s.job : undefined));
+    s.#pty.setSink((c) => s.#onData(c), () => s.#onOutputEnd());
+    s.#pty.exited.then(() => s.#onShellExit());
+    const first = await within(s.#ready.promise.then(() => "ready" as const), opts.startTimeoutMs);
+    if (first === undefined || s.state === "closed") {
+      const tail = new TextDecoder().decode(s.ring.snapshot().slice(-300));
+      await s.close("shell did not start");
+      throw new TermadaError("INTERNAL", `Shell ${opts.shell} did not show its prompt`, {
+        hint: `Last output: ${JSON.stringify(tail)}`,
+      });
+    }
+    return s;
+  }
+
+  get pty(): Pty {
+    return this.#pty;
+  }
+  get pid(): number {
+    return this.#pty.pid;
+  }
+  get cols(): number {
+    return this.#pty.cols;
+  }
+  get rows(): number {
+    return this.#pty.rows;
+  }
+
+  /** Types a job's command into the shell. The caller checked the session is ready. */
+  async run(job: Job, script: string): Promise<void> {
+    if (this.state !== "ready") throw new Error(`session ${this.id} is ${this.state}`);
+    this.state = "busy";
+    this.job = job;
+    this.#sent = true;
+    this.#zone = false;
+    this.#ready = Promise.withResolvers();
+    this.#stagePath ??= `${this.#opts.dir}/cmd.sh`;
+    const typed = typedCommand(this.shell, script, this.#stagePath);
+    if (typed.staged !== undefined) {
+      await Deno.writeTextFile(this.#stagePath, typed.staged, { mode: 0o600 });
+    }
+    this.#recorder?.marker(`job ${job.id}`);
+    try {
+      await this.#pty.write(typed.line);
+    } catch (err) {
+      this.#sent = false;
+      job.finish("failed", { reason: `could not type the command: ${(err as Error).message}` });
+      this.#jobDone();
+      throw err;
+    }
+  }
+
+  /** Writes input for the current job (the engine checked it awaits input). */
+  async writeInput(data: string): Promise<void> {
+    await this.#pty.write(data);
+    this.job?.resumed();
+    this.#input.poke();
+  }
+
+  /** Writes raw bytes to the terminal (operator takeover, tests). */
+  writeRaw(data: Uint8Array | string): Promise<void> {
+    return this.#pty.write(data);
+  }
+
+  resize(cols: number, rows: number): void {
+    this.#pty.resize(cols, rows);
+    this.#screen.resize(cols, rows);
+    this.#recorder?.resize(cols, rows);
+  }
+
+  screen(): Promise<ScreenSnapshot> {
+    return this.#screen.snapshot();
+  }
+
+  /** Sends a signal to what runs in the foreground of the terminal. */
+  signalForeground(sig: SignalName): boolean {
+    return this.#pty.signal(sig, "foreground");
+  }
+
+  /**
+   * Stops the current job: INT → TERM → KILL to its process group and every process that
+   * descended from it (even ones that left the group), `graceMs` apart. The shell survives
+   * unless the job is the shell itself ignoring signals; then the session is closed.
+   */
+  async stopJob(job: Job, graceMs: number, status: "killed" | "timed_out"): Promise<void> {
+    if (job.final || this.job !== job) return;
+    const shellPgid = this.#pty.pid;
+    const fg = this.#pty.foregroundPgid();
+    const roots = fg !== undefined && fg !== shellPgid
+      ? snapshotTree(this.#pty.pid).filter((p) => p.pgrp === fg)
+      : [];
+    const tree = roots.flatMap((r) => [r, ...snapshotTree(r.pid)]);
+    const steps: SignalName[] = ["INT", "TERM", "KILL"];
+    for (const sig of steps) {
+      job.stopping = { status, signal: sig };
+      if (sig === "INT" || fg === shellPgid || fg === undefined) {
+        this.#pty.signal(sig, "foreground");
+      } else signalGroup(fg, sig);
+      if (sig !== "INT") killTree(tree, sig);
+      if (await waitDone(job, sig === "KILL" ? 2000 : graceMs)) return;
+    }
+    // Still running: the shell itself is stuck (a builtin loop ignoring signals).
+    await this.close(`job ${job.id} could not be stopped`);
+  }
+
+  /** Closes the session; a running job ends as `killed`. Idempotent. */
+  close(reason = "closed"): Promise<void> {
+    return this.#closing ??= this.#teardown(reason);
+  }
+
+  async #teardown(reason: string): Promise<void> {
+    this.closeReason ??= reason;
+    const job = this.job;
+    if (job && !job.final) job.stopping = { status: "killed", signal: "HUP" };
+    this.state = "closed";
+    this.#clearTimers();
+    await this.#pty?.close({ graceMs: 300 });
+    if (job && !job.final) job.finish("killed", { signal: "HUP", reason: `session ${reason}` });
+    this.job = undefined;
+    this.#ready.resolve();
+    this.#screen.dispose();
+    await this.#recorder?.close();
+    await this.#cleanupFiles();
+    this.#opts.onClosed(this);
+  }
+
+  async #cleanupFiles(): Promise<void> {
+    try {
+      await Deno.remove(this.#opts.dir, { recursive: true });
+    } catch {
+      // already gone: nothing to clean
+    }
+  }
+
+  /** Resolves when the shell is ready for the next command (or closed). */
+  get ready(): Promise<void> {
+    return this.#ready.promise;
+  }
+
+  #onData(chunk: Uint8Array): void {
+    let fed = false;
+    for (const piece of this.#parser.push(chunk)) {
+      if ("marker" in piece) {
+        this.#onMarker(piece.marker);
+        continue;
+      }
+      const raw = this.#rawRedact.push(piece.data);
+      if (raw.length > 0) {
+        this.ring.append(raw);
+        this.#recorder?.output(raw);
+      }
+      if (this.#zone && this.job) {
+        this.job.feed(piece.data);
+        fed = true;
+      }
+    }
+    if (fed) this.#input.poke();
+  }
+
+  #onMarker(m: Marker): void {
+    switch (m.kind) {
+      case "start":
+        if (this.#sent) {
+          this.#sent = false;
+          this.#zone = true;
+          this.#input.poke();
+        }
+        return;
+      case "end": {
+        this.cwd = m.cwd;
+        const job = this.job;
+        if (job && (this.#zone || this.#sent)) {
+          this.#zone = false;
+          this.#sent = false;
+          job.finish("exited", { exitCode: m.status, cwd: m.cwd });
+          this.#jobDone();
+          // Normally the prompt marker follows at once; if PS1 was replaced, do not hang.
+          this.#endPromptTimer = setTimeout(() => this.#onPrompt(), 300);
+        }
+        return;
+      }
+      case "prompt":
+        this.#onPrompt();
+        return;
+    }
+  }
+
+  #onPrompt(): void {
+    clearTimeout(this.#endPromptTimer);
+    this.#endPromptTimer = undefined;
+    if (this.state === "closed") return;
+    if (this.job && !this.job.final) return; // a nested prompt while a job runs
+    this.state = "ready";
+    this.#ready.resolve();
+  }
+
+  #jobDone(): void {
+    this.#input?.stop();
+    this.job = undefined;
+    if (this.#stagePath) Deno.remove(this.#stagePath).catch(() => {/* not staged */});
+  }
+
+  #onOutputEnd(): void {
+    const rest = this.#parser.flush();
+    if (rest && this.#zone && this.job) this.job.feed(rest);
+  }
+
+  async #onShellExit(): Promise<void> {
+    if (this.state === "closed") return;
+    // Let the last bytes drain (EIO) unless a leftover background process holds the tty.
+    await within(this.#pty.outputEnded, 200);
+    const st = this.#pty.exitStatus;
+    const job = this.job;
+    if (job && !job.final) {
+      const code = st?.code ?? (st?.signal ? 128 + (SIGNAL_NUMBERS[st.signal] ?? 0) : undefined);
+      job.finish("exited", {
+        exitCode: code ?? undefined,
+        signal: st?.signal ?? undefined,
+        reason: "the shell exited; the session is closed",
+      });
+    }
+    await this.close("shell exited");
+  }
+
+  #clearTimers(): void {
+    this.#input?.stop();
+    clearTimeout(this.#endPromptTimer);
+    this.#endPromptTimer = undefined;
+  }
+}

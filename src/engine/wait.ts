@@ -1,0 +1,122 @@
+/**
+ * Waiting on a job without polling: resolves on the first of exit, prompt (awaiting input), a
+ * regex match in new output, an idle period, or the deadline. Progress ticks are reported for
+ * clients that asked for them. A wait deadline never affects the job.
+ */
+import { decodeCursor, encodeCursor } from "../output/mod.ts";
+import { type Clock, invalidArgument } from "../shared/mod.ts";
+import type { Job } from "./job.ts";
+
+export type Matched = "exit" | "pattern" | "prompt" | "idle" | "timeout";
+
+export interface WaitConditions {
+  exit?: boolean;
+  prompt?: boolean;
+  pattern?: RegExp;
+  idleMs?: number;
+}
+
+export interface WaitOptions {
+  timeoutMs: number;
+  /** Byte offset from which output is searched for the pattern. */
+  fromOffset: number;
+  clock: Clock;
+  /** Called about once a second while waiting. */
+  onProgress?: (elapsedMs: number, totalMs: number) => void;
+  progressEveryMs?: number;
+  signal?: AbortSignal;
+}
+
+/** Characters kept from earlier text so a match may straddle two arrivals. */
+const OVERLAP = 1024;
+/** Most bytes searched per change (bounds regex work on floods; older text is skipped). */
+const SCAN_WINDOW = 256 * 1024;
+
+/** Compiles an agent's pattern; a bad one is INVALID_ARGUMENT. */
+export function compilePattern(source: string): RegExp {
+  try {
+    return new RegExp(source, "m");
+  } catch (err) {
+    throw invalidArgument(`Invalid "until.pattern": ${(err as Error).message}`);
+  }
+}
+
+export function waitForJob(
+  job: Job,
+  until: WaitConditions,
+  options: WaitOptions,
+): Promise<{ matched: Matched; match?: string }> {
+  const { clock } = options;
+  const started = clock.mono();
+  let scanned = Math.max(options.fromOffset, job.buffer.startOffset);
+  let carry = "";
+
+  const scan = (): string | undefined => {
+    const re = until.pattern;
+    if (!re) return undefined;
+    const total = job.buffer.totalBytes;
+    if (total - scanned > SCAN_WINDOW) {
+      scanned = total - SCAN_WINDOW;
+      carry = "";
+    }
+    scanned = Math.max(scanned, job.buffer.startOffset);
+    let fresh = "";
+    while (scanned < total) {
+      const page = job.buffer.read(encodeCursor(scanned), 65536);
+      if (page.output === "" && !page.gap) break;
+      fresh += page.output;
+      scanned = decodeCursor(page.nextCursor);
+    }
+    const text = carry + fresh;
+    carry = text.slice(-OVERLAP);
+    const m = re.exec(text) ?? re.exec(carry + job.pendingText());
+    return m ? m[0] : undefined;
+  };
+
+  const check = (): { matched: Matched; match?: string } | undefined => {
+    const m = scan();
+    if (m !== undefined) return { matched: "pattern", match: m };
+    if (until.prompt && job.status === "awaiting_input") return { matched: "prompt" };
+    if (job.final) return { matched: "exit" };
+    return undefined;
+  };
+
+  const first = check();
+  if (first) return Promise.resolve(first);
+
+  return new Promise((resolve) => {
+    let idleTimer: ReturnType<typeof setTimeout> | undefined;
+    const finish = (r: { matched: Matched; match?: string }) => {
+      unsubscribe();
+      clearTimeout(deadline);
+      clearTimeout(idleTimer);
+      clearInterval(progress);
+      options.signal?.removeEventListener("abort", onAbort);
+      resolve(r);
+    };
+    const armIdle = () => {
+      if (until.idleMs === undefined) return;
+      clearTimeout(idleTimer);
+      const quietFor = clock.mono() - job.lastOutputMono;
+      idleTimer = setTimeout(() => {
+        if (clock.mono() - job.lastOutputMono >= until.idleMs! - 1) finish({ matched: "idle" });
+        else armIdle();
+      }, Math.max(0, until.idleMs - quietFor));
+    };
+    const unsubscribe = job.onChange(() => {
+      const r = check();
+      if (r) finish(r);
+      else armIdle();
+    });
+    const deadline = setTimeout(() => finish({ matched: "timeout" }), options.timeoutMs);
+    const progress = options.onProgress
+      ? setInterval(
+        () => options.onProgress!(Math.round(clock.mono() - started), options.timeoutMs),
+        options.progressEveryMs ?? 1000,
+      )
+      : undefined;
+    const onAbort = () => finish({ matched: "timeout" });
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    armIdle();
+  });
+}

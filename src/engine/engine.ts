@@ -95,7 +95,7 @@ export const DEFAULT_OUTPUT: EngineOutputOptions = {
   headBytes: 16 * 1024,
   resultHeadBytes: 8 * 1024,
   resultTailBytes: 8 * 1024,
-  ringBytes: 1024 * 1024,
+  ringBytes: 256 * 1024,
 };
 
 export interface SessionInfo {

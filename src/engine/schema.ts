@@ -40,7 +40,7 @@ const EnvMap = z.record(
 export const Command = z.array(z.string().max(LIMITS.wordBytes).refine(noNul, NUL_MESSAGE))
   .min(1, "must have at least one word")
   .max(LIMITS.argvWords)
-  .refine((a) => a[0]!.trim() !== "", { message: "first word must not be empty" })
+  .refine((a) => (a[0] ?? "").trim() !== "", { message: "first word must not be empty" })
   .refine((a) => a.reduce((n, w) => n + utf8Length(w) + 1, 0) <= LIMITS.argvBytes, {
     message: `must be at most ${LIMITS.argvBytes} bytes in all`,
   });

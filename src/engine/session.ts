@@ -6,6 +6,7 @@
  * Byte path: PTY → MarkerParser → (raw: literal redaction → ring + recording)
  *                                 (job zone, between `start` and `end` markers: Job.feed)
  */
+import { dirname } from "node:path";
 import {
   AsciicastRecorder,
   RawRing,

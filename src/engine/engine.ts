@@ -634,7 +634,7 @@ export class Engine {
     }
     const cwd = req.cwd ?? this.#defaultCwd();
     try {
-      if (!(await Deno.stat(cwd)).isDirectory) throw new Error("not a directory");
+      if (!Deno.statSync(cwd).isDirectory) throw new Error("not a directory");
     } catch {
       throw new TermadaError(
         "INVALID_ARGUMENT",

@@ -513,25 +513,32 @@ Deno.test("session_create/list/close and a running job ends as killed on close",
   assert.equal(e.listJobs(A, { filter: "active" }).jobs.length, 0);
 });
 
+const HAS_ZSH = new Deno.Command("sh", { args: ["-c", "command -v zsh"] }).outputSync().success;
+
 Deno.test("zsh and sh sessions run commands with exact boundaries", async (t) => {
   await using te = await testEngine();
   const e = te.engine;
   for (const shell of ["zsh", "sh"] as const) {
-    await t.step(shell, async () => {
-      const ses = await e.createSession(A, { shell });
-      const session = ses.session_id;
-      assert.equal((await e.run(A, { command: ["echo", "a b"], session })).output, "a b\n");
-      assert.equal((await e.run(A, { command: ["false"], session })).exit_code, 1);
-      await e.run(A, { command: ["cd /tmp"], session });
-      const r = await e.run(A, { command: ["pwd; echo $((6*7))"], session });
-      assert.equal(r.output, "/tmp\n42\n");
-      assert.equal(r.cwd, "/tmp");
-      const s = await e.start(A, { command: ["sleep 30"], session });
-      await e.wait(A, { job_id: s.job_id, until: { idle_ms: 100 }, timeout_ms: 2000 });
-      e.signal(A, { job_id: s.job_id, signal: "INT" });
-      const w = await e.wait(A, { job_id: s.job_id, timeout_ms: 5000 });
-      assert.equal(w.exit_code, 130);
-      assert.equal((await e.run(A, { command: ["printf 'x\\ny'"], session })).output, "x\ny");
+    // zsh is not on every machine: .ci/run installs it; elsewhere its step is reported ignored.
+    await t.step({
+      name: shell,
+      ignore: shell === "zsh" && !HAS_ZSH,
+      fn: async () => {
+        const ses = await e.createSession(A, { shell });
+        const session = ses.session_id;
+        assert.equal((await e.run(A, { command: ["echo", "a b"], session })).output, "a b\n");
+        assert.equal((await e.run(A, { command: ["false"], session })).exit_code, 1);
+        await e.run(A, { command: ["cd /tmp"], session });
+        const r = await e.run(A, { command: ["pwd; echo $((6*7))"], session });
+        assert.equal(r.output, "/tmp\n42\n");
+        assert.equal(r.cwd, "/tmp");
+        const s = await e.start(A, { command: ["sleep 30"], session });
+        await e.wait(A, { job_id: s.job_id, until: { idle_ms: 100 }, timeout_ms: 2000 });
+        e.signal(A, { job_id: s.job_id, signal: "INT" });
+        const w = await e.wait(A, { job_id: s.job_id, timeout_ms: 5000 });
+        assert.equal(w.exit_code, 130);
+        assert.equal((await e.run(A, { command: ["printf 'x\\ny'"], session })).output, "x\ny");
+      },
     });
   }
 });

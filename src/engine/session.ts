@@ -81,6 +81,7 @@ export class Session {
   /** A command line was typed and its `start` marker has not arrived. */
   #sent = false;
   #stagePath: string | undefined;
+  #staged = false;
   #ready = Promise.withResolvers<void>();
   #input!: InputWatcher;
   #closing: Promise<void> | undefined;
@@ -102,14 +103,14 @@ export class Session {
   /** Starts the shell and resolves once its first prompt is up. */
   static async start(opts: SessionOptions): Promise<Session> {
     const s = new Session(opts);
-    await Deno.mkdir(opts.dir, { recursive: true, mode: 0o700 });
+    Deno.mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
     const nonce = randomHex(16);
     s.#parser = new MarkerParser(nonce);
     const launch = shellLaunch(opts.shell, { nonce, dir: opts.dir, userRc: opts.userRc });
-    for (const f of launch.files) await Deno.writeTextFile(f.path, f.content, { mode: 0o600 });
+    for (const f of launch.files) Deno.writeTextFileSync(f.path, f.content, { mode: 0o600 });
     if (opts.recordingPath) {
       try {
-        await Deno.mkdir(dirname(opts.recordingPath), { recursive: true, mode: 0o700 });
+        Deno.mkdirSync(dirname(opts.recordingPath), { recursive: true, mode: 0o700 });
         s.#recorder = await AsciicastRecorder.open(opts.recordingPath, {
           cols: opts.cols,
           rows: opts.rows,
@@ -175,7 +176,8 @@ export class Session {
     this.#stagePath ??= `${this.#opts.dir}/cmd.sh`;
     const typed = typedCommand(this.shell, script, this.#stagePath);
     if (typed.staged !== undefined) {
-      await Deno.writeTextFile(this.#stagePath, typed.staged, { mode: 0o600 });
+      Deno.writeTextFileSync(this.#stagePath, typed.staged, { mode: 0o600 });
+      this.#staged = true;
     }
     this.#recorder?.marker(`job ${job.id}`);
     try {
@@ -335,7 +337,14 @@ export class Session {
   #jobDone(): void {
     this.#input?.stop();
     this.job = undefined;
-    if (this.#stagePath) Deno.remove(this.#stagePath).catch(() => {/* not staged */});
+    if (this.#staged) {
+      this.#staged = false;
+      try {
+        Deno.removeSync(this.#stagePath!);
+      } catch {
+        // the command removed or moved it itself; nothing to clean
+      }
+    }
   }
 
   #onOutputEnd(): void {

@@ -1,0 +1,190 @@
+/**
+ * `deno task bench`: the engine's figures, side by side with their baselines.
+ *   (a) `echo hi` round trip in a warm session vs spawning /bin/true with Deno.Command
+ *   (b) `yes | head -c 200000000` through the full job pipeline vs raw PTY reading
+ *   (c) 300 concurrent sessions: creation, a command's p99 under load, threads, memory
+ * Prints plain lines (median, p99, MB/s, RSS). No thresholds fail here: targets are printed next
+ * to the figures. Set BENCH_QUICK=1 for a short smoke run.
+ */
+import { Engine } from "../src/engine/mod.ts";
+import { preloadNative, Pty, readProcFile, sharedPoller } from "../src/pty/mod.ts";
+
+preloadNative();
+const QUICK = Deno.env.get("BENCH_QUICK") === "1";
+const YES_BYTES = QUICK ? 20_000_000 : 200_000_000;
+const ROUND_TRIPS = QUICK ? 200 : 2000;
+const SESSIONS = QUICK ? 50 : 300;
+
+const out = (line: string) => Deno.stdout.writeSync(new TextEncoder().encode(line + "\n"));
+
+function pct(samples: number[], p: number): number {
+  const s = [...samples].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+}
+const ms = (n: number) => `${n.toFixed(3)} ms`;
+
+function threads(): number {
+  const m = readProcFile("/proc/self/status")?.match(/^Threads:\s+(\d+)/m);
+  return m ? Number(m[1]) : NaN;
+}
+function rssMiB(): number {
+  return Deno.memoryUsage().rss / 1048576;
+}
+function gc(): void {
+  (globalThis as { gc?: () => void }).gc?.();
+}
+
+const runtimeDir = await Deno.makeTempDir({ prefix: "termada-bench-" });
+const env = { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: runtimeDir, LANG: "C.UTF-8" };
+const engine = new Engine({
+  runtimeDir,
+  env,
+  defaultCwd: runtimeDir,
+  record: false,
+  limits: { sessionsPerOwner: SESSIONS + 8, sessionsTotal: SESSIONS + 16 },
+});
+
+out(`termada bench — ${Deno.build.target}, deno ${Deno.version.deno}${QUICK ? " (quick)" : ""}`);
+
+// ── (a) round trip ─────────────────────────────────────────────────────────
+{
+  await engine.run("bench", { command: ["true"] }); // create and warm the default session
+  for (let i = 0; i < 50; i++) await engine.run("bench", { command: ["echo", "hi"] });
+  const rt: number[] = [];
+  for (let i = 0; i < ROUND_TRIPS; i++) {
+    const t0 = performance.now();
+    const r = await engine.run("bench", { command: ["echo", "hi"] });
+    rt.push(performance.now() - t0);
+    if (r.output !== "hi\n") throw new Error(`unexpected output ${JSON.stringify(r.output)}`);
+  }
+  const sp: number[] = [];
+  for (let i = 0; i < Math.min(ROUND_TRIPS, 500); i++) {
+    const t0 = performance.now();
+    await new Deno.Command("/bin/true", { stdout: "null", stderr: "null" }).output();
+    sp.push(performance.now() - t0);
+  }
+  out(
+    `(a) echo hi in a warm session: p50 ${ms(pct(rt, 50))}, p99 ${
+      ms(pct(rt, 99))
+    } (n=${rt.length}; target p50 <= 1 ms)`,
+  );
+  out(
+    `    Deno.Command /bin/true:     p50 ${ms(pct(sp, 50))}, p99 ${
+      ms(pct(sp, 99))
+    } (n=${sp.length})`,
+  );
+}
+
+// ── (b) throughput ─────────────────────────────────────────────────────────
+{
+  const cmd = `yes | head -c ${YES_BYTES}`;
+  const t0 = performance.now();
+  let rawBytes = 0;
+  {
+    await using pty = Pty.spawn({ argv: ["bash", "-c", cmd], env });
+    const done = Promise.withResolvers<void>();
+    pty.setSink((c) => {
+      rawBytes += c.length;
+    }, () => done.resolve());
+    await done.promise;
+    await pty.exited;
+  }
+  const rawS = (performance.now() - t0) / 1000;
+  const rawMBs = YES_BYTES / 1e6 / rawS;
+
+  const t1 = performance.now();
+  const r = await engine.run("bench", { command: [cmd], timeout_ms: 600_000 });
+  const pipeS = (performance.now() - t1) / 1000;
+  const job = engine.jobOf("bench", r.job_id);
+  if (job.buffer.totalBytes !== YES_BYTES) {
+    throw new Error(`pipeline kept ${job.buffer.totalBytes} bytes, expected ${YES_BYTES}`);
+  }
+  const pipeMBs = YES_BYTES / 1e6 / pipeS;
+  out(`(b) ${cmd}`);
+  out(
+    `    raw PTY read:        ${rawMBs.toFixed(1)} MB/s (${rawBytes} bytes with CRLF, ${
+      rawS.toFixed(2)
+    } s)`,
+  );
+  out(
+    `    full job pipeline:   ${pipeMBs.toFixed(1)} MB/s (${pipeS.toFixed(2)} s) = ${
+      (100 * pipeMBs / rawMBs).toFixed(0)
+    } % of raw (target >= 80 %)`,
+  );
+  // Same with output post-processing off in the tty (no \n -> \r\n): the kernel's cap lifted.
+  const cmd2 = `stty -onlcr; ${cmd}`;
+  const t2 = performance.now();
+  let raw2 = 0;
+  {
+    await using pty = Pty.spawn({ argv: ["bash", "-c", cmd2], env });
+    const done = Promise.withResolvers<void>();
+    pty.setSink((c) => {
+      raw2 += c.length;
+    }, () => done.resolve());
+    await done.promise;
+  }
+  const raw2S = (performance.now() - t2) / 1000;
+  const t3 = performance.now();
+  await engine.run("bench", { command: [cmd2], timeout_ms: 600_000 });
+  const pipe2S = (performance.now() - t3) / 1000;
+  out(
+    `    with stty -onlcr:    raw ${
+      (YES_BYTES / 1e6 / raw2S).toFixed(1)
+    } MB/s (${raw2} bytes), pipeline ${(YES_BYTES / 1e6 / pipe2S).toFixed(1)} MB/s = ${
+      (100 * raw2S / pipe2S).toFixed(0)
+    } % of raw`,
+  );
+}
+
+// ── (c) many sessions ──────────────────────────────────────────────────────
+{
+  gc();
+  const threadsBefore = threads();
+  const rssBefore = rssMiB();
+  const t0 = performance.now();
+  const sessions = [];
+  for (let i = 0; i < SESSIONS; i += 20) {
+    sessions.push(
+      ...await Promise.all(
+        Array.from({ length: Math.min(20, SESSIONS - i) }, () => engine.createSession("load")),
+      ),
+    );
+  }
+  const createS = (performance.now() - t0) / 1000;
+  const threadsAfterCreate = threads();
+  const lat: number[] = [];
+  const t1 = performance.now();
+  await Promise.all(sessions.map(async (s) => {
+    for (let k = 0; k < 5; k++) {
+      const a = performance.now();
+      await engine.run("load", { command: ["echo", "hi"], session: s.session_id });
+      lat.push(performance.now() - a);
+    }
+  }));
+  const loadS = (performance.now() - t1) / 1000;
+  gc();
+  const rssAfter = rssMiB();
+  const threadsUnderLoad = threads();
+  out(
+    `(c) ${SESSIONS} sessions created in ${createS.toFixed(2)} s (${
+      (createS * 1000 / SESSIONS).toFixed(1)
+    } ms each, 20 at a time)`,
+  );
+  out(
+    `    ${lat.length} commands concurrently in ${loadS.toFixed(2)} s: p50 ${
+      ms(pct(lat, 50))
+    }, p99 ${ms(pct(lat, 99))}`,
+  );
+  out(
+    `    threads: ${threadsBefore} before, ${threadsAfterCreate} after creating, ${threadsUnderLoad} under load (must stay constant)`,
+  );
+  out(
+    `    daemon RSS: ${rssBefore.toFixed(1)} MiB -> ${rssAfter.toFixed(1)} MiB = ${
+      ((rssAfter - rssBefore) * 1024 / SESSIONS).toFixed(0)
+    } KiB per session (target <= 512 KiB)`,
+  );
+  out(`    poller cycles so far: ${sharedPoller().cycles}`);
+}
+
+await engine.shutdown();
+await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});

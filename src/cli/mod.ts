@@ -1,0 +1,54 @@
+/**
+ * Command-line entry points. `main(args)` dispatches a small command table and returns the exit
+ * code; only mod.ts turns it into the process exit status. Errors print as one line on stderr.
+ */
+import { TermadaError, toTermadaError } from "../shared/mod.ts";
+import { runCommand } from "./run.ts";
+
+export const VERSION = "0.1.0";
+
+const HELP = `termada ${VERSION} — a runtime between AI agents and terminals
+
+Usage:
+  termada run [--shell bash|zsh|sh] [--cwd DIR] [--timeout MS] [--background] -- COMMAND [ARGS…]
+      Run one command in a fresh terminal session and print the structured result (JSON).
+      One word is a shell command line ("ls | wc -l"); more words are passed exactly.
+  termada version
+  termada help
+`;
+
+const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
+  run: runCommand,
+  version: async () => {
+    await write(Deno.stdout, `termada ${VERSION}\n`);
+    return 0;
+  },
+  help: async () => {
+    await write(Deno.stdout, HELP);
+    return 0;
+  },
+};
+
+async function write(to: { write(p: Uint8Array): Promise<number> }, text: string): Promise<void> {
+  const bytes = new TextEncoder().encode(text);
+  let off = 0;
+  while (off < bytes.length) off += await to.write(bytes.subarray(off));
+}
+
+/** Runs the CLI; resolves with the process exit code. */
+export async function main(args: string[]): Promise<number> {
+  const [name = "help", ...rest] = args;
+  const command = COMMANDS[name === "--help" || name === "-h" ? "help" : name];
+  if (!command) {
+    await write(Deno.stderr, `termada: unknown command "${name}"\n\n${HELP}`);
+    return 2;
+  }
+  try {
+    return await command(rest);
+  } catch (err) {
+    const e = err instanceof TermadaError ? err : toTermadaError(err);
+    const hint = e.hint ? `\n  hint: ${e.hint}` : "";
+    await write(Deno.stderr, `termada: ${e.code}: ${e.message}${hint}\n`);
+    return e.code === "INVALID_ARGUMENT" ? 2 : 1;
+  }
+}

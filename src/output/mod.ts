@@ -1,0 +1,21 @@
+/**
+ * Terminal output, two ways. For agents: a stateful VT cleaner (escape sequences out, progress
+ * bars collapsed), redaction of secrets (never lengthens text), and a cursor buffer with bounded
+ * retention, explicit gaps and UTF-8-safe pages. For people: a raw byte ring for replay, an
+ * asciicast v2 recording on disk, and a lazily rendered screen (@xterm/headless). Owns no
+ * processes and knows nothing about shells or jobs.
+ */
+export { VtCleaner, type VtCleanerOptions } from "./vt_cleaner.ts";
+export { Redactor, type RedactorOptions } from "./redact.ts";
+export {
+  CursorBuffer,
+  type CursorBufferOptions,
+  decodeCursor,
+  encodeCursor,
+  MAX_PAGE_BYTES,
+  type Page,
+  type Summary,
+} from "./cursor_buffer.ts";
+export { RAW_RING_DEFAULT_CAPACITY, RawRing, type RawSince } from "./raw_ring.ts";
+export { type AsciicastOptions, AsciicastRecorder } from "./asciicast.ts";
+export { ScreenMirror, type ScreenMirrorOptions, type ScreenSnapshot } from "./screen.ts";

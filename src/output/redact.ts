@@ -1,0 +1,482 @@
+/**
+ * Masks secrets in terminal output before anyone sees it: registered literal values (passwords an
+ * agent typed) and built-in token patterns. Works on bytes; a chunk without any candidate is
+ * returned untouched, so ordinary output costs one byte scan.
+ */
+import { invalidArgument } from "../shared/mod.ts";
+
+export interface RedactorOptions {
+  /** Built-in token patterns (default true). */
+  patterns?: boolean;
+  /** Secret values to mask from the start (same rules as addLiteral). */
+  literals?: string[];
+}
+
+/** Streaming redactor over raw terminal bytes; see Redactor.stream. */
+export interface RedactStream {
+  /** Returns the redacted bytes that are safe to hand out now. */
+  push(chunk: Uint8Array): Uint8Array;
+  /** Returns the held-back tail, redacted; call at the end of the stream. */
+  flush(): Uint8Array;
+}
+
+/** Shortest literal accepted: shorter values would mask ordinary text. */
+const MIN_LITERAL_BYTES = 4;
+/** Longest literal accepted. */
+const MAX_LITERAL_BYTES = 4096;
+/** Most literals one redactor holds. */
+const MAX_LITERALS = 256;
+
+const MASK = new TextEncoder().encode("[REDACTED]");
+const STAR = 0x2a;
+const LF = 0x0a;
+const EMPTY = new Uint8Array(0);
+/** Lines of a PEM private key block masked before the block is considered over. */
+const MAX_PEM_LINES = 512;
+
+// ---------------------------------------------------------------------------------------------
+// Built-in patterns. They run on one line at a time, decoded as windows-1252 so that string
+// indexes are byte offsets (UTF-8 bytes become non-ASCII characters that no pattern matches).
+
+/** Whole-match rules (the token itself is masked). Case sensitive: the formats are. */
+const TOKEN_RULES: readonly RegExp[] = [
+  // GitHub classic tokens and fine-grained PATs.
+  /(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,}/g,
+  /(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,}/g,
+  // AWS access key ids.
+  /(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])/g,
+  // OpenAI / Anthropic style keys: sk- (sk-proj-, sk-ant-…) and at least 20 key characters, one a digit.
+  /(?<![A-Za-z0-9_-])sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}/g,
+  // Slack tokens.
+  /(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}/g,
+  // Google API keys.
+  /(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35}/g,
+  // JWTs: header.payload.signature in base64url, header starting with `{"` (eyJ).
+  /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{7,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g,
+];
+
+const KEY = String.raw`(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*` +
+  String.raw`(?:password|passwd|secret|token|(?:api|secret|private|access)[_-]?key)`;
+
+/** Value rules: group 1 is the prefix kept, group VALUE_GROUP[i] the value masked. */
+const VALUE_RULES: readonly RegExp[] = [
+  // Authorization: Bearer|Basic|Token <credentials>
+  new RegExp(
+    String.raw`((?<![A-Za-z0-9])authorization["']?[:=][ \t]*["']?(?:bearer|basic|token)[ \t]+)` +
+      String.raw`([A-Za-z0-9._~+/=-]+)`,
+    "gi",
+  ),
+  // key="value" / key='value'
+  new RegExp(String.raw`(${KEY}["']?=(["']))([^\x00-\x1f]*?)\2`, "gi"),
+  // key=value (up to whitespace, a quote or &)
+  new RegExp(String.raw`(${KEY}["']?=)([^\x00-\x20\x7f"'&]+)`, "gi"),
+  // "key": "value" (JSON, YAML, code)
+  new RegExp(String.raw`(${KEY}["']?:[ \t]*(["']))([^\x00-\x1f]*?)\2`, "gi"),
+  // YAML `password: value` at the start of a line (password/passwd/secret keys only)
+  new RegExp(
+    String.raw`^([ \t]*(?:-[ \t]+)?[A-Za-z0-9_.-]*(?:password|passwd|secret):[ \t]+)` +
+      String.raw`([^\x00-\x20\x7f"'#|>&*!%@\x60{[][^\x00-\x1f\x7f]*?)(?=[ \t]*\r?$)`,
+    "i",
+  ),
+];
+const VALUE_GROUP = [2, 3, 2, 3, 2] as const;
+
+const PEM_BEGIN = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----/;
+/** A whole key on one line (e.g. JSON with \n escapes): the part between the markers. */
+const PEM_ONE_LINE = /(-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)(.+?)-----END /g;
+const PEM_BASE64 = /^([ \t]*)([A-Za-z0-9+/=]+)[ \t]*\r?$/;
+/** Blank lines and RFC 1421 headers (Proc-Type, DEK-Info) inside a block. */
+const PEM_KEEP = /^(?:[ \t]*\r?|[A-Za-z-]+: [^\n]*)$/;
+
+const latin1 = new TextDecoder("windows-1252");
+
+/** Per stream: are we inside a PEM private key block. */
+interface PemState {
+  inBlock: boolean;
+  lines: number;
+}
+
+// Cheap prefix test: bytes that can anchor a pattern. 1 = LF (line start bookkeeping), 2 = anchor.
+const SCAN = new Uint8Array(256);
+SCAN[LF] = 1;
+for (const c of "_AxJ-=:") SCAN[c.charCodeAt(0)] = 2;
+
+const lower = (s: string): Uint8Array => new TextEncoder().encode(s);
+const KEY_WORDS = ["password", "passwd", "secret", "token", "key", "authorization"].map(lower);
+
+function at(d: Uint8Array, i: number, c: string): boolean {
+  return d[i] === c.charCodeAt(0);
+}
+
+/** `d[from, end)` ends with `word` (lower case ASCII), compared case-insensitively. */
+function endsWithWord(d: Uint8Array, from: number, end: number, word: Uint8Array): boolean {
+  const start = end - word.length;
+  if (start < from) return false;
+  for (let k = 0; k < word.length; k++) {
+    if ((d[start + k]! | 0x20) !== word[k]) return false;
+  }
+  return true;
+}
+
+/**
+ * Could a pattern match around the anchor byte at i? Must never say no when a rule would match in
+ * the line; may say yes needlessly (the rules then decide).
+ */
+function anchorHit(d: Uint8Array, i: number, from: number, to: number): boolean {
+  switch (d[i]) {
+    case 0x5f: // _ : ghp_… / github_pat_
+      return (i - from >= 3 && at(d, i - 3, "g") && at(d, i - 2, "h")) ||
+        (i - from >= 6 && at(d, i - 6, "g") && at(d, i - 5, "i") && at(d, i - 4, "t") &&
+          at(d, i - 3, "h") && at(d, i - 2, "u") && at(d, i - 1, "b"));
+    case 0x41: // A : AKIA / ASIA / AIza
+      return i + 3 < to && (
+        ((at(d, i + 1, "K") || at(d, i + 1, "S")) && at(d, i + 2, "I") && at(d, i + 3, "A")) ||
+        (at(d, i + 1, "I") && at(d, i + 2, "z") && at(d, i + 3, "a"))
+      );
+    case 0x78: // x : xox?-
+      return i + 2 < to && at(d, i + 1, "o") && at(d, i + 2, "x");
+    case 0x4a: // J : eyJ
+      return i - from >= 2 && at(d, i - 2, "e") && at(d, i - 1, "y");
+    case 0x2d: // - : sk- / -----BEGIN
+      return (i - from >= 2 && at(d, i - 2, "s") && at(d, i - 1, "k")) ||
+        (i + 5 < to && at(d, i + 1, "-") && at(d, i + 2, "-") && at(d, i + 3, "-") &&
+          at(d, i + 4, "-") && at(d, i + 5, "B"));
+    default: { // = or : after a key word (optionally quoted)
+      let end = i;
+      if (end > from && (at(d, end - 1, '"') || at(d, end - 1, "'"))) end--;
+      for (const w of KEY_WORDS) if (endsWithWord(d, from, end, w)) return true;
+      return false;
+    }
+  }
+}
+
+/** Appends [start, end) pairs of pattern matches in the line d[from, to) to spans. */
+function lineSpans(d: Uint8Array, from: number, to: number, pem: PemState, spans: number[]): void {
+  if (to <= from) {
+    return;
+  }
+  const line = latin1.decode(d.subarray(from, to));
+  if (pem.inBlock) {
+    if (line.includes("-----END")) {
+      pem.inBlock = false;
+      return;
+    }
+    const b64 = PEM_BASE64.exec(line);
+    if (b64) {
+      const start = from + b64[1]!.length;
+      spans.push(start, start + b64[2]!.length);
+      if (++pem.lines > MAX_PEM_LINES) pem.inBlock = false;
+      return;
+    }
+    if (PEM_KEEP.test(line)) return;
+    pem.inBlock = false; // not key material: the block is over, treat the line normally
+  }
+  if (line.includes("-----BEGIN") && PEM_BEGIN.test(line)) {
+    PEM_ONE_LINE.lastIndex = 0;
+    let one = false;
+    for (let m = PEM_ONE_LINE.exec(line); m; m = PEM_ONE_LINE.exec(line)) {
+      const start = from + m.index + m[1]!.length;
+      spans.push(start, start + m[2]!.length);
+      one = true;
+    }
+    if (!one) {
+      pem.inBlock = true;
+      pem.lines = 0;
+    }
+  }
+  for (const re of TOKEN_RULES) {
+    re.lastIndex = 0;
+    for (let m = re.exec(line); m; m = re.exec(line)) {
+      spans.push(from + m.index, from + m.index + m[0].length);
+    }
+  }
+  for (let r = 0; r < VALUE_RULES.length; r++) {
+    const re = VALUE_RULES[r]!;
+    const group = VALUE_GROUP[r]!;
+    re.lastIndex = 0;
+    for (let m = re.exec(line); m; m = re.exec(line)) {
+      const value = m[group]!;
+      if (value.length > 0) {
+        const start = from + m.index + m[1]!.length;
+        spans.push(start, start + value.length);
+      }
+      if (!re.global) break;
+    }
+  }
+}
+
+/** Pattern spans for d[from, to), scanning line by line; only lines with an anchor hit are decoded. */
+function patternSpans(
+  d: Uint8Array,
+  from: number,
+  to: number,
+  pem: PemState,
+  spans: number[],
+): void {
+  let i = from;
+  let lineStart = from;
+  while (i < to) {
+    if (!pem.inBlock) {
+      // Hot loop: skip to the next anchor that verifies.
+      let hit = false;
+      for (; i < to; i++) {
+        const kind = SCAN[d[i]!]!;
+        if (kind === 0) continue;
+        if (kind === 1) {
+          lineStart = i + 1;
+        } else if (anchorHit(d, i, lineStart, to)) {
+          hit = true;
+          break;
+        }
+      }
+      if (!hit) return;
+    }
+    let lineEnd = d.indexOf(LF, i);
+    if (lineEnd < 0 || lineEnd > to) lineEnd = to;
+    lineSpans(d, lineStart, lineEnd, pem, spans);
+    i = lineEnd + 1;
+    lineStart = i;
+  }
+}
+
+/** Sorts [start, end) pairs and merges overlapping ones. */
+function normalize(spans: number[]): number[] {
+  const count = spans.length / 2;
+  if (count <= 1) return spans;
+  let sorted = true;
+  for (let k = 2; k < spans.length; k += 2) {
+    if (spans[k]! < spans[k - 2]!) {
+      sorted = false;
+      break;
+    }
+  }
+  let pairs = spans;
+  if (!sorted) {
+    const order = Array.from({ length: count }, (_, k) => k);
+    order.sort((a, b) => spans[2 * a]! - spans[2 * b]! || spans[2 * b + 1]! - spans[2 * a + 1]!);
+    pairs = [];
+    for (const k of order) pairs.push(spans[2 * k]!, spans[2 * k + 1]!);
+  }
+  const out: number[] = [pairs[0]!, pairs[1]!];
+  for (let k = 2; k < pairs.length; k += 2) {
+    const s = pairs[k]!;
+    const e = pairs[k + 1]!;
+    const last = out.length - 1;
+    if (s < out[last]!) {
+      if (e > out[last]!) out[last] = e;
+    } else {
+      out.push(s, e);
+    }
+  }
+  return out;
+}
+
+/** d[from, to) with each span replaced by [REDACTED] (when it fits) or stars. Never longer. */
+function applySpans(d: Uint8Array, from: number, to: number, spans: number[]): Uint8Array {
+  const out = new Uint8Array(to - from);
+  let o = 0;
+  let pos = from;
+  for (let k = 0; k < spans.length; k += 2) {
+    const s = Math.max(spans[k]!, pos);
+    const e = Math.min(spans[k + 1]!, to);
+    if (e <= s) continue;
+    out.set(d.subarray(pos, s), o);
+    o += s - pos;
+    const len = e - s;
+    if (len >= MASK.length) {
+      out.set(MASK, o);
+      o += MASK.length;
+    } else {
+      out.fill(STAR, o, o + len);
+      o += len;
+    }
+    pos = e;
+  }
+  out.set(d.subarray(pos, to), o);
+  o += to - pos;
+  return out.subarray(0, o);
+}
+
+export class Redactor {
+  readonly #patterns: boolean;
+  readonly #literals: Uint8Array[] = [];
+  readonly #known = new Set<string>();
+  /** Literal indexes by first byte. */
+  readonly #byFirst: number[][] = Array.from({ length: 256 }, () => []);
+  /** Non-zero when some literal starts with these two bytes (index b0 << 8 | b1). */
+  readonly #pairs = new Uint8Array(65536);
+  #maxLen = 0;
+  /** Shortest literal length: the scan window. */
+  #minLen = MAX_LITERAL_BYTES;
+  /** Non-zero for bytes found in the first #minLen bytes of some literal (skip table). */
+  readonly #inWindow = new Uint8Array(256);
+  /** PEM block state of the redact() stream of lines. */
+  readonly #pem: PemState = { inBlock: false, lines: 0 };
+
+  constructor(options: RedactorOptions = {}) {
+    this.#patterns = options.patterns ?? true;
+    for (const secret of options.literals ?? []) this.addLiteral(secret);
+  }
+
+  /**
+   * Registers a secret value (e.g. a password an agent typed). Values shorter than 4 bytes are
+   * refused with INVALID_ARGUMENT (they would mask ordinary text); at most 256 literals, each ≤ 4096 bytes.
+   */
+  addLiteral(secret: string): void {
+    const bytes = new TextEncoder().encode(secret);
+    if (bytes.length < MIN_LITERAL_BYTES) {
+      throw invalidArgument(
+        `Cannot register a secret of ${bytes.length} bytes: the minimum is ${MIN_LITERAL_BYTES}`,
+        "Shorter values would mask ordinary output; such a secret cannot be redacted",
+      );
+    }
+    if (bytes.length > MAX_LITERAL_BYTES) {
+      throw invalidArgument(
+        `Cannot register a secret of ${bytes.length} bytes: the maximum is ${MAX_LITERAL_BYTES}`,
+      );
+    }
+    if (this.#known.has(secret)) return;
+    if (this.#literals.length >= MAX_LITERALS) {
+      throw invalidArgument(`Cannot register more than ${MAX_LITERALS} secrets`);
+    }
+    this.#known.add(secret);
+    const index = this.#literals.push(bytes) - 1;
+    this.#byFirst[bytes[0]!]!.push(index);
+    this.#pairs[(bytes[0]! << 8) | bytes[1]!] = 1;
+    this.#maxLen = Math.max(this.#maxLen, bytes.length);
+    if (bytes.length < this.#minLen) {
+      this.#minLen = bytes.length;
+      this.#inWindow.fill(0);
+      for (const lit of this.#literals) {
+        for (let k = 0; k < this.#minLen; k++) this.#inWindow[lit[k]!] = 1;
+      }
+    } else {
+      for (let k = 0; k < this.#minLen; k++) this.#inWindow[bytes[k]!] = 1;
+    }
+  }
+
+  /** Redacts one complete chunk of text bytes (the cleaner hands over whole lines). Never lengthens: output.length <= input.length. */
+  redact(bytes: Uint8Array): Uint8Array {
+    const n = bytes.length;
+    if (n === 0) return bytes;
+    const spans: number[] = [];
+    if (this.#literals.length > 0) this.#literalSpans(bytes, 0, n, spans);
+    if (this.#patterns) patternSpans(bytes, 0, n, this.#pem, spans);
+    if (spans.length === 0) return bytes;
+    return applySpans(bytes, 0, n, normalize(spans));
+  }
+
+  /**
+   * A streaming byte redactor for raw terminal bytes (recording, replay ring): it holds back only a
+   * tail that is a proper prefix of a registered literal, so a secret split across chunks is still
+   * caught, and ordinary output is not delayed. Patterns apply per chunk (best effort: a token split
+   * across chunks escapes them); literals are always caught.
+   */
+  stream(): RedactStream {
+    let held: Uint8Array = EMPTY;
+    const pem: PemState = { inBlock: false, lines: 0 };
+    const finish = (d: Uint8Array, cut: number, spans: number[]): Uint8Array => {
+      if (this.#patterns) patternSpans(d, 0, cut, pem, spans);
+      if (spans.length === 0) return cut === d.length ? d : d.subarray(0, cut);
+      return applySpans(d, 0, cut, normalize(spans));
+    };
+    return {
+      push: (chunk: Uint8Array): Uint8Array => {
+        let d = chunk;
+        if (held.length > 0) {
+          d = new Uint8Array(held.length + chunk.length);
+          d.set(held);
+          d.set(chunk, held.length);
+          held = EMPTY;
+        }
+        const n = d.length;
+        if (n === 0 || this.#literals.length === 0) return finish(d, n, []);
+        const spans: number[] = [];
+        this.#literalSpans(d, 0, n, spans);
+        const cut = this.#holdStart(d, spans);
+        if (cut < n) {
+          held = d.slice(cut); // a copy: the caller may reuse its chunk
+          while (spans.length > 0 && spans[spans.length - 2]! >= cut) spans.length -= 2;
+        }
+        return finish(d, cut, spans);
+      },
+      flush: (): Uint8Array => {
+        const d = held;
+        held = EMPTY;
+        if (d.length === 0) return EMPTY;
+        const spans: number[] = [];
+        this.#literalSpans(d, 0, d.length, spans);
+        return finish(d, d.length, spans);
+      },
+    };
+  }
+
+  /** Appends merged [start, end) spans of literal matches in d[from, to) (longest match first). */
+  #literalSpans(d: Uint8Array, from: number, to: number, spans: number[]): void {
+    const pairs = this.#pairs;
+    const byFirst = this.#byFirst;
+    const literals = this.#literals;
+    const inWindow = this.#inWindow;
+    const m = this.#minLen;
+    let curStart = -1;
+    let curEnd = -1;
+    const last = to - m;
+    for (let i = from; i <= last; i++) {
+      // Skip ahead: if the window's last byte appears in no literal's first m bytes, no literal
+      // starts anywhere in the window.
+      while (inWindow[d[i + m - 1]!] === 0) {
+        i += m;
+        if (i > last) break;
+      }
+      if (i > last) break;
+      const b0 = d[i]!;
+      if (pairs[(b0 << 8) | d[i + 1]!] === 0) continue;
+      let best = 0;
+      for (const index of byFirst[b0]!) {
+        const lit = literals[index]!;
+        const len = lit.length;
+        if (len <= best || i + len > to) continue;
+        let k = 2; // the first two bytes matched the pair table, but not necessarily this literal's
+        if (d[i + 1] !== lit[1]) continue;
+        while (k < len && d[i + k] === lit[k]) k++;
+        if (k === len) best = len;
+      }
+      if (best === 0) continue;
+      if (i < curEnd) {
+        if (i + best > curEnd) curEnd = i + best;
+      } else {
+        if (curEnd >= 0) spans.push(curStart, curEnd);
+        curStart = i;
+        curEnd = i + best;
+      }
+    }
+    if (curEnd >= 0) spans.push(curStart, curEnd);
+  }
+
+  /**
+   * Where the held-back tail starts: the earliest position whose rest of d is a proper prefix of a
+   * literal and that does not cut a masked span. d.length when nothing needs holding.
+   */
+  #holdStart(d: Uint8Array, spans: number[]): number {
+    const n = d.length;
+    for (let c = Math.max(0, n - this.#maxLen + 1); c < n; c++) {
+      let inside = false;
+      for (let k = spans.length - 2; k >= 0 && spans[k + 1]! > c; k -= 2) {
+        if (spans[k]! < c) {
+          inside = true;
+          break;
+        }
+      }
+      if (inside) continue;
+      const rest = n - c;
+      for (const index of this.#byFirst[d[c]!]!) {
+        const lit = this.#literals[index]!;
+        if (lit.length <= rest) continue;
+        let k = 1;
+        while (k < rest && d[c + k] === lit[k]) k++;
+        if (k === rest) return c;
+      }
+    }
+    return n;
+  }
+}

@@ -1,0 +1,44 @@
+/** Black-box: the `termada` entry point run as a separate process with the daemon permission set. */
+import assert from "node:assert/strict";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+async function termada(
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-P=daemon", "--no-prompt", "--quiet", `${ROOT}mod.ts`, ...args],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+Deno.test("termada run prints the structured result and mirrors the exit code", async () => {
+  const r = await termada("run", "--", "bash", "-c", "echo out; echo err >&2; exit 3");
+  assert.equal(r.code, 3);
+  const result = JSON.parse(r.stdout);
+  assert.equal(result.status, "exited");
+  assert.equal(result.exit_code, 3);
+  assert.equal(result.output, "out\nerr\n");
+});
+
+Deno.test("termada run with a one-word shell line in sh", async () => {
+  const r = await termada("run", "--shell", "sh", "--cwd", "/tmp", "--", "pwd && echo $((2+3))");
+  assert.equal(r.code, 0);
+  assert.equal(JSON.parse(r.stdout).output, "/tmp\n5\n");
+});
+
+Deno.test("termada reports bad usage on stderr with a typed code", async () => {
+  const none = await termada("run");
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /INVALID_ARGUMENT: Nothing to run/);
+  assert.equal(none.stdout, "");
+  const unknown = await termada("frobnicate");
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /unknown command "frobnicate"/);
+  const v = await termada("version");
+  assert.match(v.stdout, /^termada \d+\.\d+\.\d+\n$/);
+});

@@ -570,3 +570,35 @@ Deno.test("background jobs are argv-exact and report signals", async () => {
   assert.equal(k.signal, "INT");
   assert.equal(k.exit_code, 130);
 });
+
+Deno.test("opening and closing many sessions and jobs leaks no fds and no processes", async () => {
+  const { childrenOf, countOpenFds } = await import("../pty/mod.ts");
+  await using te = await testEngine({ limits: { sessionsPerOwner: 64 } });
+  const e = te.engine;
+  await e.run(A, { command: ["true"] }); // the first session opens libc and loads modules
+  // Let fds of earlier tests (pipes of finished subprocesses) close before counting.
+  const settled = async () => {
+    let last = countOpenFds();
+    for (let i = 0; i < 20; i++) {
+      await new Promise((r) => setTimeout(r, 25));
+      const now = countOpenFds();
+      if (now === last) return now;
+      last = now;
+    }
+    return last;
+  };
+  const before = await settled();
+  const children = childrenOf(Deno.pid).length;
+  for (let round = 0; round < 3; round++) {
+    const sessions = await Promise.all(Array.from({ length: 20 }, () => e.createSession(A)));
+    await Promise.all(
+      sessions.map((s) => e.run(A, { command: ["echo", "x"], session: s.session_id })),
+    );
+    const bg = await e.start(A, { command: ["sleep", "30"], mode: "background" });
+    await e.kill(A, { job_id: bg.job_id, grace_ms: 100 });
+    await Promise.all(sessions.map((s) => e.closeSession(A, { session_id: s.session_id })));
+  }
+  // Never more than before (something unrelated may have closed meanwhile, never opened).
+  assert.ok(await settled() <= before, `fds: ${countOpenFds()} now, ${before} before`);
+  assert.equal(childrenOf(Deno.pid).length, children);
+});

@@ -6,7 +6,7 @@
  * processes and knows nothing about shells or jobs.
  */
 export { VtCleaner, type VtCleanerOptions } from "./vt_cleaner.ts";
-export { Redactor, type RedactorOptions } from "./redact.ts";
+export { Redactor, type RedactorOptions, type RedactStream } from "./redact.ts";
 export {
   CursorBuffer,
   type CursorBufferOptions,

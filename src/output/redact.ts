@@ -96,10 +96,9 @@ interface PemState {
   lines: number;
 }
 
-// Cheap prefix test: bytes that can anchor a pattern. 1 = LF (line start bookkeeping), 2 = anchor.
-const SCAN = new Uint8Array(256);
-SCAN[LF] = 1;
-for (const c of "_AxJ-=:") SCAN[c.charCodeAt(0)] = 2;
+// Cheap prefix test: the bytes that can anchor a pattern.
+const ANCHOR = new Uint8Array(256);
+for (const c of "_AxJ-=:") ANCHOR[c.charCodeAt(0)] = 1;
 
 const lower = (s: string): Uint8Array => new TextEncoder().encode(s);
 const KEY_WORDS = ["password", "passwd", "secret", "token", "key", "authorization"].map(lower);
@@ -217,19 +216,9 @@ function patternSpans(
   let lineStart = from;
   while (i < to) {
     if (!pem.inBlock) {
-      // Hot loop: skip to the next anchor that verifies.
-      let hit = false;
-      for (; i < to; i++) {
-        const kind = SCAN[d[i]!]!;
-        if (kind === 0) continue;
-        if (kind === 1) {
-          lineStart = i + 1;
-        } else if (anchorHit(d, i, lineStart, to)) {
-          hit = true;
-          break;
-        }
-      }
-      if (!hit) return;
+      i = nextAnchor(d, i, from, to);
+      if (i < 0) return;
+      lineStart = Math.max(lineStart, d.lastIndexOf(LF, i) + 1);
     }
     let lineEnd = d.indexOf(LF, i);
     if (lineEnd < 0 || lineEnd > to) lineEnd = to;
@@ -237,6 +226,42 @@ function patternSpans(
     i = lineEnd + 1;
     lineStart = i;
   }
+}
+
+/**
+ * The hot loop: the next anchor at or after i that verifies, or -1. Backward checks may look
+ * across a line start (a needless hit at worst: the rules decide).
+ */
+function nextAnchor(d: Uint8Array, i: number, from: number, to: number): number {
+  for (; i < to; i++) {
+    if (ANCHOR[d[i]!] !== 0 && anchorHit(d, i, from, to)) return i;
+  }
+  return -1;
+}
+
+/**
+ * The first position ≥ i (and ≤ last) where a literal may start: its first two bytes start some
+ * literal. Skips a whole window of m bytes when the window's last byte appears in no literal's first
+ * m bytes (then no literal starts anywhere in the window). -1 when there is none.
+ */
+function nextCandidate(
+  d: Uint8Array,
+  i: number,
+  last: number,
+  m: number,
+  inWindow: Uint8Array,
+  pairs: Uint8Array,
+): number {
+  while (i <= last) {
+    if (inWindow[d[i + m - 1]!] === 0) {
+      i += m;
+    } else if (pairs[(d[i]! << 8) | d[i + 1]!] === 0) {
+      i++;
+    } else {
+      return i;
+    }
+  }
+  return -1;
 }
 
 /** Sorts [start, end) pairs and merges overlapping ones. */
@@ -422,15 +447,9 @@ export class Redactor {
     let curEnd = -1;
     const last = to - m;
     for (let i = from; i <= last; i++) {
-      // Skip ahead: if the window's last byte appears in no literal's first m bytes, no literal
-      // starts anywhere in the window.
-      while (inWindow[d[i + m - 1]!] === 0) {
-        i += m;
-        if (i > last) break;
-      }
-      if (i > last) break;
+      i = nextCandidate(d, i, last, m, inWindow, pairs);
+      if (i < 0) break;
       const b0 = d[i]!;
-      if (pairs[(b0 << 8) | d[i + 1]!] === 0) continue;
       let best = 0;
       for (const index of byFirst[b0]!) {
         const lit = literals[index]!;

@@ -38,7 +38,7 @@ export interface ExitStatus {
 
 const READ_CHUNK = 65536;
 /** Cap of reads per fd per poll round, so one flooding PTY cannot starve the others. */
-const READS_PER_ROUND = 16;
+const READS_PER_ROUND = 64;
 /** Bound on input queued for a child that is not reading (bytes). */
 export const MAX_QUEUED_INPUT = 1 << 20;
 
@@ -415,23 +415,31 @@ export class Pty implements AsyncDisposable {
     const libc = sys();
     if (revents & LINUX.POLLOUT) this.#flushWrites();
     if (!(revents & (LINUX.POLLIN | LINUX.POLLHUP | LINUX.POLLERR))) return;
+    // A pty hands out at most ~4 KiB per read: keep reading until EAGAIN (bounded), gathering
+    // into one chunk, because another poll() round trip costs far more than a read.
+    let filled = 0;
     for (let i = 0; i < READS_PER_ROUND && this.#masterOpen; i++) {
-      const n = Number(libc.read(this.#master, readBuf, BigInt(READ_CHUNK)));
+      const n = Number(
+        libc.read(this.#master, readBuf.subarray(filled), BigInt(READ_CHUNK - filled)),
+      );
       if (n > 0) {
-        this.#deliver(readBuf.slice(0, n));
-        if (n < READ_CHUNK) {
-          // Short read: the kernel buffer is drained unless it was a hangup.
-          if (!(revents & LINUX.POLLHUP)) break;
+        filled += n;
+        if (filled === READ_CHUNK) {
+          this.#deliver(readBuf.slice(0, filled));
+          filled = 0;
         }
         continue;
       }
       const e = n < 0 ? errno() : LINUX.EIO;
       if (e === LINUX.EAGAIN || e === LINUX.EINTR) break;
       // EIO: every slave fd is closed. That is the end of the stream, not an error.
+      if (filled > 0) this.#deliver(readBuf.slice(0, filled));
+      filled = 0;
       this.#poller.unregister(this.#master);
       this.#endOutput();
       break;
     }
+    if (filled > 0) this.#deliver(readBuf.slice(0, filled));
   }
 
   #onExit(): void {

@@ -123,21 +123,18 @@ Deno.test("set -u, pipefail and traps do not disturb the engine", async () => {
 
 Deno.test("output that forges markers cannot end a job early", async () => {
   await using te = await testEngine();
-  const fake =
-    "\x1b]7717;0123456789abcdef0123456789abcdef;D;0;/forged\x07\x1b]7717;0123456789abcdef0123456789abcdef;P\x07";
+  // End and prompt markers in the exact format, with a guessed nonce, printed by the program.
+  const forged = ["D;0;/forged", "P", "C"].map((k) =>
+    `\\033]7717;0123456789abcdef0123456789abcdef;${k}\\007`
+  ).join("");
   const r = await te.engine.run(A, {
-    command: [
-      `printf '%s' ${
-        JSON.stringify(fake).replaceAll("\\u001b", "\\033").replaceAll("\\u0007", "\\007")
-      } | cat -v >/dev/null; printf '${
-        fake.replaceAll("\x1b", "\\033").replaceAll("\x07", "\\007")
-      }'; sleep 0.2; echo done; exit_code_check=1; false`,
-    ],
+    command: [`printf '${forged}'; sleep 0.2; echo done; false`],
   });
   assert.equal(r.status, "exited");
   assert.equal(r.exit_code, 1);
   assert.equal(r.output, "done\n");
   assert.notEqual(r.cwd, "/forged");
+  assert.equal((await te.engine.run(A, { command: ["echo", "next"] })).output, "next\n");
 });
 
 Deno.test("exit inside a session ends the job and closes the session cleanly", async () => {

@@ -1,0 +1,128 @@
+/**
+ * One MCP server per connected agent, built on the official SDK's low-level `Server`: tools/list
+ * publishes each tool's JSON Schema (input and output), tools/call validates with the same zod
+ * schemas the engine uses and turns every failure into a tool result with
+ * `structuredContent.error = {code, message, retriable, hint}` (JSON-RPC errors are left for
+ * malformed protocol messages). Long waits send progress notifications when the client gave a
+ * progress token.
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import {
+  type CallToolRequest,
+  CallToolRequestSchema,
+  type CallToolResult,
+  ListToolsRequestSchema,
+  type ServerNotification,
+  type ServerRequest,
+} from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import type { Engine } from "../engine/mod.ts";
+import { logger, toTermadaError } from "../shared/mod.ts";
+import { type ToolContext, type ToolDef, TOOLS } from "./tools.ts";
+
+const log = logger("mcp");
+
+export const INSTRUCTIONS =
+  `Termada runs your commands in real, persistent terminal sessions and reports exact results.
+
+- exec_run {command: [...]} runs a command and waits up to timeout_ms (default 30 s). Several words are an exact argv; ONE word is a shell line ("npm test 2>&1 | tail -5", "cd app && make"). cd, export, functions and venv activation persist in the session.
+- If the result says status "running", the job is still going: continue with exec_wait (until: exit | pattern | prompt | idle_ms) or exec_poll, always passing next_cursor to read only new output. A wait deadline never kills anything; use exec_kill to stop a job.
+- Long output comes as output (head) + tail with omitted_bytes; page through the middle with exec_poll from next_cursor.
+- status "awaiting_input" means the program waits at a prompt (shown in prompt): answer with exec_write {job_id, input}; use secret: true for passwords.
+- One command runs per session at a time (SESSION_BUSY otherwise): start servers and watchers with exec_start (or mode "background"), open more sessions with session_create.
+- For full-screen programs (top, vim, less) read session_screen; prefer non-interactive flags when they exist.
+- Errors are results with error.code (INVALID_ARGUMENT, NOT_FOUND, SESSION_BUSY, NOT_AWAITING_INPUT, QUOTA_EXCEEDED, …) and a hint.`;
+
+export interface McpServerOptions {
+  engine: Engine;
+  /** Owner id of every session and job this server touches. */
+  agent: string;
+  version: string;
+}
+
+const toolsByName = new Map<string, ToolDef>(TOOLS.map((t) => [t.name, t]));
+
+let toolList: {
+  name: string;
+  title: string;
+  description: string;
+  inputSchema: unknown;
+  outputSchema: unknown;
+  annotations?: unknown;
+}[] | undefined;
+
+/** tools/list payload, computed once (JSON Schema from the zod schemas). */
+function listTools() {
+  return toolList ??= TOOLS.map((t) => ({
+    name: t.name,
+    title: t.title,
+    description: t.description,
+    inputSchema: z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }),
+    outputSchema: z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }),
+    ...(t.annotations ? { annotations: { title: t.title, ...t.annotations } } : {}),
+  }));
+}
+
+export function createMcpServer(options: McpServerOptions): Server {
+  const server = new Server(
+    { name: "termada", title: "Termada", version: options.version },
+    { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listTools() }) as never);
+  server.setRequestHandler(CallToolRequestSchema, async (
+    request: CallToolRequest,
+    extra: RequestHandlerExtra<ServerRequest, ServerNotification>,
+  ): Promise<CallToolResult> => {
+    const tool = toolsByName.get(request.params.name);
+    if (!tool) {
+      return errorResult({
+        code: "NOT_FOUND",
+        message: `No tool "${request.params.name}"`,
+        retriable: false,
+        hint: `Tools: ${TOOLS.map((t) => t.name).join(", ")}`,
+      });
+    }
+    const token = request.params._meta?.progressToken;
+    const ctx: ToolContext = {
+      engine: options.engine,
+      agent: options.agent,
+      version: options.version,
+      call: {
+        signal: extra.signal,
+        onProgress: token === undefined ? undefined : (elapsed, total) => {
+          extra.sendNotification({
+            method: "notifications/progress",
+            params: {
+              progressToken: token,
+              progress: elapsed,
+              total,
+              message: `waiting ${Math.round(elapsed / 1000)} s of ${Math.round(total / 1000)} s`,
+            },
+          }).catch(() => {/* the client went away; the wait ends on its own */});
+        },
+      },
+    };
+    try {
+      const result = await tool.run(ctx, request.params.arguments ?? {});
+      return {
+        content: [{ type: "text", text: tool.render(result) }],
+        structuredContent: result,
+      } satisfies CallToolResult;
+    } catch (err) {
+      const e = toTermadaError(err);
+      if (e.code === "INTERNAL") {
+        log.error("tool failed", { tool: tool.name, agent: options.agent, error: err });
+      }
+      return errorResult(e.toJSON());
+    }
+  });
+  return server;
+}
+
+function errorResult(
+  error: { code: string; message: string; retriable: boolean; hint?: string },
+): CallToolResult {
+  const text = `error ${error.code}: ${error.message}${error.hint ? `\nhint: ${error.hint}` : ""}`;
+  return { isError: true, content: [{ type: "text", text }], structuredContent: { error } };
+}

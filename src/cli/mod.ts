@@ -4,12 +4,18 @@
  */
 import { TermadaError, toTermadaError } from "../shared/mod.ts";
 import { runCommand } from "./run.ts";
+import { serveCommand } from "./serve.ts";
 
 export const VERSION = "0.1.0";
 
 const HELP = `termada ${VERSION} — a runtime between AI agents and terminals
 
 Usage:
+  termada serve [--bind 127.0.0.1:7717] [--config FILE]
+      Start the daemon in the foreground (Ctrl-C stops it). State: ~/.local/state/termada
+      (or $TERMADA_HOME); config: ~/.config/termada/config.yaml (optional).
+  termada serve --stdio [--agent ID | --token TOKEN]
+      MCP over stdio for an agent (Claude Code, Codex, …); starts the daemon when needed.
   termada run [--shell bash|zsh|sh] [--cwd DIR] [--timeout MS] [--background] -- COMMAND [ARGS…]
       Run one command in a fresh terminal session and print the structured result (JSON).
       One word is a shell command line ("ls | wc -l"); more words are passed exactly.
@@ -19,6 +25,8 @@ Usage:
 
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   run: runCommand,
+  serve: (args) =>
+    serveCommand(args, { version: VERSION, print: (t) => void write(Deno.stderr, t) }),
   version: async () => {
     await write(Deno.stdout, `termada ${VERSION}\n`);
     return 0;

@@ -60,7 +60,30 @@ export interface EngineOutputOptions {
   ringBytes: number;
 }
 
+/**
+ * Persistence and observation hooks (the daemon wires them to SQLite and the output spool).
+ * Called synchronously on the engine's thread; they must be cheap and must not throw.
+ */
+export interface EngineHooks {
+  sessionOpened?(info: SessionInfo, owner: string): void;
+  sessionUpdated?(id: string, patch: { cwd?: string; cols?: number; rows?: number }): void;
+  sessionClosed?(id: string, reason: string): void;
+  jobStarted?(job: Job): void;
+  /** Cleaned, redacted output bytes as they are appended. */
+  jobOutput?(job: Job, bytes: Uint8Array): void;
+  jobEnded?(job: Job): void;
+  /** A job that is not in memory (from before a restart, or evicted). */
+  findJob?(owner: string, id: string): Job | undefined;
+  /** Jobs from storage, newest first (merged with the live ones by id). */
+  listJobs?(
+    owner: string,
+    filter: { active: boolean; startedAfter?: number; limit: number },
+  ): JobSummary[];
+}
+
 export interface EngineOptions {
+  /** Persistence hooks (see EngineHooks). */
+  hooks?: EngineHooks;
   /** Private runtime directory: per-session rc files and staged commands, recordings. */
   runtimeDir: string;
   limits?: Partial<EngineLimits>;
@@ -70,8 +93,10 @@ export interface EngineOptions {
   defaultShell?: ShellKind;
   /** Where sessions start when no cwd is given (default: $HOME, else the process cwd). */
   defaultCwd?: string;
-  /** Record sessions as asciicast v2 under `<runtimeDir>/recordings` (default true). */
+  /** Record sessions as asciicast v2 (default true) in `recordingsDir`. */
   record?: boolean;
+  /** Where recordings go (default `<runtimeDir>/recordings`). */
+  recordingsDir?: string;
   recording?: { maxFileBytes?: number; keepFiles?: number };
   /** Source the user's own ~/.bashrc / ~/.zshrc in sessions (default false: a clean shell). */
   userRc?: boolean;
@@ -181,6 +206,7 @@ export class Engine {
   #jobOrder: Job[] = [];
   #closed = false;
   #env: Record<string, string>;
+  #hooks: EngineHooks;
 
   constructor(options: EngineOptions) {
     this.#opts = options;
@@ -188,6 +214,7 @@ export class Engine {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.output = { ...DEFAULT_OUTPUT, ...options.output };
     this.#env = baseEnv(options.env);
+    this.#hooks = options.hooks ?? {};
   }
 
   // ── sessions ──────────────────────────────────────────────────────────────
@@ -230,6 +257,7 @@ export class Engine {
     const req = parseInput(SessionResizeInput, input);
     const s = this.#ownSession(owner, req.session_id);
     s.resize(req.cols, req.rows);
+    this.#hooks.sessionUpdated?.(s.id, { cols: req.cols, rows: req.rows });
     return { ok: true, cols: req.cols, rows: req.rows };
   }
 
@@ -390,6 +418,19 @@ export class Engine {
         ...(j.cwd === undefined ? {} : { cwd: j.cwd }),
       });
     }
+    if (this.#hooks.listJobs && jobs.length < limit) {
+      const seen = new Set(jobs.map((j) => j.job_id));
+      const stored = this.#hooks.listJobs(owner, {
+        active: filter === "active",
+        startedAfter: filter === "recent" ? now - RECENT_MS : undefined,
+        limit,
+      });
+      for (const j of stored) {
+        if (jobs.length >= limit) break;
+        if (!seen.has(j.job_id) && !this.#jobs.has(j.job_id)) jobs.push(j);
+      }
+      jobs.sort((a, b) => b.started_at.localeCompare(a.started_at));
+    }
     return { jobs };
   }
 
@@ -499,7 +540,17 @@ export class Engine {
     });
     this.#jobs.set(job.id, job);
     this.#jobOrder.push(job);
-    job.done.then(() => this.#evict(owner));
+    const hooks = this.#hooks;
+    if (hooks.jobOutput) job.onOutput = (bytes) => hooks.jobOutput!(job, bytes);
+    hooks.jobStarted?.(job);
+    job.done.then(() => {
+      hooks.jobEnded?.(job);
+      if (mode === "foreground") {
+        const s = this.#sessions.get(sessionId);
+        if (s && job.cwd !== undefined) hooks.sessionUpdated?.(sessionId, { cwd: s.cwd });
+      }
+      this.#evict(owner);
+    });
     return job;
   }
 
@@ -662,9 +713,10 @@ export class Engine {
         rows,
         workspace: req.workspace,
         dir: join(this.#opts.runtimeDir, "sessions", id),
-        recordingPath: this.#opts.record === false
-          ? undefined
-          : join(this.#opts.runtimeDir, "recordings", `${id}.cast`),
+        recordingPath: this.#opts.record === false ? undefined : join(
+          this.#opts.recordingsDir ?? join(this.#opts.runtimeDir, "recordings"),
+          `${id}.cast`,
+        ),
         recording: {
           maxFileBytes: this.#opts.recording?.maxFileBytes ?? 16 * 1024 * 1024,
           keepFiles: this.#opts.recording?.keepFiles ?? 3,
@@ -673,13 +725,17 @@ export class Engine {
         userRc: this.#opts.userRc ?? false,
         clock: this.#clock,
         startTimeoutMs: this.#opts.startTimeoutMs ?? 10_000,
-        onClosed: (closed) => this.#sessions.delete(closed.id),
+        onClosed: (closed) => {
+          this.#sessions.delete(closed.id);
+          this.#hooks.sessionClosed?.(closed.id, closed.closeReason ?? "closed");
+        },
       });
       if (this.#closed) {
         await s.close("daemon shutting down");
         this.#assertOpen();
       }
       this.#sessions.set(id, s);
+      this.#hooks.sessionOpened?.(this.#sessionInfo(s), owner);
       return s;
     } finally {
       this.#creating.set(owner, this.#creating.get(owner)! - 1);
@@ -703,7 +759,7 @@ export class Engine {
   }
 
   #ownJob(owner: string, id: string): Job {
-    const j = this.#jobs.get(id);
+    const j = this.#jobs.get(id) ?? this.#hooks.findJob?.(owner, id);
     if (!j || j.owner !== owner) throw notFound("job", id);
     return j;
   }

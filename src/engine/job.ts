@@ -3,7 +3,7 @@
  * for waiters. A Job does not own a process; its Session (or one-shot runner) feeds it bytes
  * and tells it how it ended.
  */
-import { CursorBuffer, Redactor, VtCleaner } from "../output/mod.ts";
+import { CursorBuffer, type Page, Redactor, type Summary, VtCleaner } from "../output/mod.ts";
 import type { Clock } from "../shared/mod.ts";
 
 export type JobStatus =
@@ -26,6 +26,30 @@ export const FINAL_STATUSES: ReadonlySet<JobStatus> = new Set([
   "orphaned",
 ]);
 
+/** Read side of a job's output: the live cursor buffer, or a spool on disk after a restart. */
+export interface OutputReader {
+  read(cursor?: string, maxBytes?: number): Page;
+  summary(headLimit: number, tailLimit: number): Summary;
+  readonly totalBytes: number;
+  readonly startOffset: number;
+}
+
+/** A job as persisted: what is needed to show it again after a restart. */
+export interface JobRecord {
+  id: string;
+  owner: string;
+  sessionId: string;
+  command: readonly string[];
+  mode: "foreground" | "background";
+  status: JobStatus;
+  exitCode?: number;
+  signal?: string;
+  reason?: string;
+  cwd?: string;
+  startedAt: number;
+  endedAt?: number;
+}
+
 export interface JobOutputOptions {
   retentionBytes: number;
   headBytes: number;
@@ -38,6 +62,8 @@ export class Job {
   readonly command: readonly string[];
   readonly mode: "foreground" | "background";
   readonly startedAt: number;
+  /** Wall time the job ended (ms since the epoch), once final. */
+  endedAt: number | undefined;
   readonly #clock: Clock;
   readonly #startedMono: number;
   #endedMono: number | undefined;
@@ -52,7 +78,11 @@ export class Job {
   inputSource: "kernel" | "heuristic" | undefined;
   /** Set when Termada itself is ending the job (kill/limit): the final status to report. */
   stopping: { status: "killed" | "timed_out"; signal: string } | undefined;
-  readonly buffer: CursorBuffer;
+  readonly buffer: OutputReader;
+  readonly #live: CursorBuffer | undefined;
+  /** Receives every cleaned, redacted byte appended to the output (the on-disk spool). */
+  onOutput: ((bytes: Uint8Array) => void) | undefined;
+  #archivedDuration: number | undefined;
   readonly #cleaner = new VtCleaner();
   readonly #redactor: Redactor;
   #listeners = new Set<() => void>();
@@ -70,6 +100,8 @@ export class Job {
     redactor: Redactor;
     output: JobOutputOptions;
     cwd?: string;
+    /** Present for a job restored from storage: its output comes from `reader`. */
+    archive?: { reader: OutputReader; startedAt: number; endedAt?: number };
   }) {
     this.id = init.id;
     this.owner = init.owner;
@@ -77,15 +109,47 @@ export class Job {
     this.command = init.command;
     this.mode = init.mode;
     this.#clock = init.clock;
-    this.startedAt = init.clock.now();
+    this.startedAt = init.archive?.startedAt ?? init.clock.now();
     this.#startedMono = init.clock.mono();
     this.lastOutputMono = this.#startedMono;
     this.cwd = init.cwd;
     this.#redactor = init.redactor;
-    this.buffer = new CursorBuffer({
-      retentionBytes: init.output.retentionBytes,
-      headBytes: init.output.headBytes,
+    if (init.archive) {
+      this.#live = undefined;
+      this.buffer = init.archive.reader;
+      this.#archivedDuration = Math.max(
+        0,
+        (init.archive.endedAt ?? init.archive.startedAt) - init.archive.startedAt,
+      );
+    } else {
+      this.#live = new CursorBuffer({
+        retentionBytes: init.output.retentionBytes,
+        headBytes: init.output.headBytes,
+      });
+      this.buffer = this.#live;
+    }
+  }
+
+  /** A finished job from before a restart, its output read from `reader`. */
+  static archived(record: JobRecord, reader: OutputReader, clock: Clock): Job {
+    const job = new Job({
+      id: record.id,
+      owner: record.owner,
+      sessionId: record.sessionId,
+      command: record.command,
+      mode: record.mode,
+      clock,
+      redactor: new Redactor(),
+      output: { retentionBytes: 1, headBytes: 0 },
+      cwd: record.cwd,
+      archive: { reader, startedAt: record.startedAt, endedAt: record.endedAt },
     });
+    job.status = record.status;
+    job.exitCode = record.exitCode;
+    job.signal = record.signal;
+    job.reason = record.reason;
+    job.#done.resolve();
+    return job;
   }
 
   /** Redacts this job's output (shared with its session, so secrets typed there apply). */
@@ -102,6 +166,7 @@ export class Job {
   }
 
   get durationMs(): number {
+    if (this.#archivedDuration !== undefined) return this.#archivedDuration;
     return Math.round((this.#endedMono ?? this.#clock.mono()) - this.#startedMono);
   }
 
@@ -110,12 +175,17 @@ export class Job {
     if (this.final) return;
     this.lastOutputMono = this.#clock.mono();
     const clean = this.#cleaner.push(bytes);
-    if (clean.length > 0) this.buffer.append(this.#redactor.redact(clean));
+    if (clean.length > 0) this.#append(this.#redactor.redact(clean));
     if (this.status === "awaiting_input") {
       this.status = "running";
       this.prompt = undefined;
     }
     this.#notify();
+  }
+
+  #append(bytes: Uint8Array): void {
+    this.#live?.append(bytes);
+    this.onOutput?.(bytes);
   }
 
   /** The incomplete last line (a prompt, a progress bar), cleaned and redacted. */
@@ -126,7 +196,7 @@ export class Job {
   /** Commits the incomplete last line so readers see it (input awaited, reader idle). */
   commitPending(): void {
     const rest = this.#cleaner.flush();
-    if (rest.length > 0) this.buffer.append(this.#redactor.redact(rest));
+    if (rest.length > 0) this.#append(this.#redactor.redact(rest));
   }
 
   setAwaitingInput(prompt: string, source: "kernel" | "heuristic"): void {
@@ -153,7 +223,7 @@ export class Job {
   ): void {
     if (this.final) return;
     this.commitPending();
-    this.buffer.end();
+    this.#live?.end();
     if (this.stopping && (status === "exited" || status === "killed")) {
       this.status = this.stopping.status;
       this.signal = details.signal ?? this.stopping.signal;
@@ -166,6 +236,7 @@ export class Job {
     if (details.cwd !== undefined) this.cwd = details.cwd;
     this.prompt = undefined;
     this.#endedMono = this.#clock.mono();
+    this.endedAt = this.#clock.now();
     this.#notify();
     this.#done.resolve();
   }

@@ -8,6 +8,7 @@ export {
   DEFAULT_LIMITS,
   DEFAULT_OUTPUT,
   Engine,
+  type EngineHooks,
   type EngineLimits,
   type EngineOptions,
   type EngineOutputOptions,
@@ -16,7 +17,7 @@ export {
   type JobView,
   type SessionInfo,
 } from "./engine.ts";
-export { FINAL_STATUSES, Job, type JobStatus } from "./job.ts";
+export { FINAL_STATUSES, Job, type JobRecord, type JobStatus, type OutputReader } from "./job.ts";
 export { type InputState } from "./input.ts";
 export type { Matched } from "./wait.ts";
 export * as schema from "./schema.ts";

@@ -172,7 +172,7 @@ export const TOOLS: readonly ToolDef[] = [
       "Send a signal to what a job runs in the foreground: INT (Ctrl-C), TERM, KILL, HUP, QUIT, TSTP, CONT.",
     input: schema.ExecSignalInput,
     output: z.object({ ok: z.boolean(), job_id: z.string(), status: z.string() }),
-    run: async (c, a) => ({ ...c.engine.signal(c.agent, a) }),
+    run: (c, a) => Promise.resolve({ ...c.engine.signal(c.agent, a) }),
     render: (r) => `${r.ok ? "signal sent" : "nobody to signal"} · ${r.job_id} · ${r.status}`,
     annotations: { destructiveHint: true },
   },

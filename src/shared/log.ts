@@ -8,6 +8,12 @@ const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 
 const encoder = new TextEncoder();
 
 let threshold: number = ORDER.info;
+let sink: { writeSync(p: Uint8Array): number } = Deno.stderr;
+
+/** Sends log lines to a file (append) instead of stderr: the detached daemon's log. */
+export function setLogFile(path: string): void {
+  sink = Deno.openSync(path, { append: true, create: true, mode: 0o600 });
+}
 
 /** Sets the lowest level printed (default `info`). */
 export function setLogLevel(level: LogLevel): void {
@@ -36,7 +42,7 @@ export function logger(scope: string): Logger {
       for (const [k, v] of Object.entries(fields)) line += ` ${k}=${format(v)}`;
     }
     try {
-      Deno.stderr.writeSync(encoder.encode(line + "\n"));
+      sink.writeSync(encoder.encode(line + "\n"));
     } catch {
       // stderr closed (daemon detached from a dead terminal): logging must never take us down.
     }

@@ -11,7 +11,7 @@ export {
   type TermadaErrorOptions,
   toTermadaError,
 } from "./errors.ts";
-export { type Logger, logger, type LogLevel, setLogLevel } from "./log.ts";
+export { type Logger, logger, type LogLevel, setLogFile, setLogLevel } from "./log.ts";
 export { newId, randomHex } from "./ids.ts";
 export { type Clock, systemClock } from "./clock.ts";
 export { delay, within } from "./async.ts";

@@ -1,0 +1,229 @@
+/**
+ * The one Hono app served on both listeners (Unix socket and loopback TCP). Today it carries
+ * the MCP endpoint (`/mcp`, Streamable HTTP) and a health check; the control plane and the
+ * dashboard join it later. Guards: on TCP the Host and Origin must be loopback (DNS rebinding)
+ * and every `/mcp` request needs an agent token; on the Unix socket (0600, same user only)
+ * development mode may identify an agent by the shim's header or the MCP client's name.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { Engine } from "../engine/mod.ts";
+import { createMcpServer } from "../mcp/mod.ts";
+import { logger } from "../shared/mod.ts";
+
+const log = logger("api");
+
+export type Listener = "unix" | "tcp";
+export type AppEnv = { Bindings: { listener: Listener } };
+
+export interface AgentDirectory {
+  /** Agent id for a configured token, or undefined. Compare in constant time. */
+  agentForToken(token: string): string | undefined;
+  /** True when the id belongs to a configured (token) agent: dev mode may not claim it. */
+  isConfigured(id: string): boolean;
+  /** Development mode: agents on the Unix socket may identify themselves without a token. */
+  devMode: boolean;
+}
+
+export interface AppOptions {
+  engine: Engine;
+  version: string;
+  agents: AgentDirectory;
+  /** TCP port, for the Host check. */
+  port: number;
+  /** Called when an agent connects (for the agents table). */
+  onAgent?: (id: string, via: "token" | "dev") => void;
+  /** Most MCP sessions kept at once; the least recently used one is closed beyond it. */
+  maxMcpSessions?: number;
+}
+
+interface McpSession {
+  transport: WebStandardStreamableHTTPServerTransport;
+  server: Server;
+  agent: string;
+  lastUsed: number;
+}
+
+const AGENT_ID = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
+
+/** Turns an MCP client name into an agent id ("Claude Code" → "claude-code"). */
+export function agentIdFromName(name: string): string | undefined {
+  const id = name.toLowerCase().replace(/[^a-z0-9_.-]+/g, "-").replace(/^[-_.]+|-+$/g, "")
+    .slice(0, 64);
+  return AGENT_ID.test(id) ? id : undefined;
+}
+
+export interface TermadaApp {
+  app: Hono<AppEnv>;
+  /** Closes every MCP session (shutdown). */
+  close(): Promise<void>;
+  readonly mcpSessions: number;
+}
+
+export function createApp(options: AppOptions): TermadaApp {
+  const app = new Hono<AppEnv>();
+  const sessions = new Map<string, McpSession>();
+  const maxSessions = options.maxMcpSessions ?? 256;
+  const loopbackHosts = new Set([
+    `127.0.0.1:${options.port}`,
+    `localhost:${options.port}`,
+    `[::1]:${options.port}`,
+  ]);
+
+  app.use("*", async (c, next): Promise<Response | void> => {
+    if (c.env?.listener === "tcp") {
+      const host = c.req.header("host") ?? "";
+      if (!loopbackHosts.has(host)) {
+        return problem(c, 403, "FORBIDDEN", `Host "${host}" is not allowed`);
+      }
+      const origin = c.req.header("origin");
+      if (origin !== undefined && !loopbackHosts.has(origin.replace(/^http:\/\//, ""))) {
+        return problem(c, 403, "FORBIDDEN", `Origin "${origin}" is not allowed`);
+      }
+    }
+    await next();
+  });
+
+  app.get("/healthz", (c) => c.json({ ok: true, version: options.version, pid: Deno.pid }));
+
+  app.all("/mcp", async (c) => {
+    const identity = await identify(c);
+    if ("error" in identity) return identity.error;
+    const sid = c.req.header("mcp-session-id");
+    if (sid !== undefined) {
+      const s = sessions.get(sid);
+      if (!s) {
+        return problem(c, 404, "NOT_FOUND", "Unknown or expired MCP session; initialize again");
+      }
+      // A dev-mode caller that names nobody continues as the session's agent (the session id is
+      // an unguessable secret on a same-user socket); anyone who names an agent must match it.
+      if (identity.named && s.agent !== identity.agent) {
+        return problem(c, 403, "FORBIDDEN", "This MCP session belongs to another agent");
+      }
+      s.lastUsed = Date.now();
+      return await s.transport.handleRequest(c.req.raw, { parsedBody: identity.body });
+    }
+    if (c.req.method !== "POST") {
+      return problem(c, 400, "INVALID_ARGUMENT", "Missing mcp-session-id header");
+    }
+    evictIfFull();
+    const agent = identity.agent;
+    const server = createMcpServer({ engine: options.engine, agent, version: options.version });
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: () => crypto.randomUUID(),
+      onsessioninitialized: (id: string) => {
+        sessions.set(id, { transport, server, agent, lastUsed: Date.now() });
+        options.onAgent?.(agent, identity.via);
+        log.info("agent connected", { agent, via: identity.via, listener: c.env?.listener });
+      },
+      onsessionclosed: (id: string) => {
+        sessions.delete(id);
+      },
+    });
+    transport.onclose = () => {
+      if (transport.sessionId) sessions.delete(transport.sessionId);
+    };
+    await server.connect(transport);
+    return await transport.handleRequest(c.req.raw, { parsedBody: identity.body });
+  });
+
+  app.notFound((c) => problem(c, 404, "NOT_FOUND", `No route ${c.req.method} ${c.req.path}`));
+  app.onError((err, c) => {
+    log.error("request failed", { path: c.req.path, error: err });
+    return problem(c, 500, "INTERNAL", "Internal error");
+  });
+
+  function evictIfFull(): void {
+    if (sessions.size < maxSessions) return;
+    let oldest: [string, McpSession] | undefined;
+    for (const e of sessions) if (!oldest || e[1].lastUsed < oldest[1].lastUsed) oldest = e;
+    if (!oldest) return;
+    sessions.delete(oldest[0]);
+    oldest[1].transport.close().catch(() => {});
+  }
+
+  /** Who is calling: token first; in dev mode on the socket, the shim's header or client name. */
+  async function identify(
+    c: Context<AppEnv>,
+  ): Promise<
+    { agent: string; via: "token" | "dev"; named: boolean; body: unknown } | { error: Response }
+  > {
+    let body: unknown = undefined;
+    if (c.req.method === "POST") {
+      const text = await c.req.text();
+      if (text.length > 4 * 1024 * 1024) {
+        return { error: problem(c, 413, "INVALID_ARGUMENT", "Request body over 4 MiB") };
+      }
+      try {
+        body = JSON.parse(text);
+      } catch {
+        return { error: problem(c, 400, "INVALID_ARGUMENT", "Body is not JSON") };
+      }
+    }
+    const auth = c.req.header("authorization");
+    if (auth !== undefined) {
+      const m = /^Bearer\s+(\S+)$/i.exec(auth);
+      const agent = m ? options.agents.agentForToken(m[1]!) : undefined;
+      if (!agent) return { error: problem(c, 401, "UNAUTHORIZED", "Unknown agent token") };
+      return { agent, via: "token", named: true, body };
+    }
+    if (c.env?.listener !== "unix" || !options.agents.devMode) {
+      return {
+        error: problem(
+          c,
+          401,
+          "UNAUTHORIZED",
+          "An agent token is required",
+          "Send Authorization: Bearer <token> (agents: in config.yaml)",
+        ),
+      };
+    }
+    const header = c.req.header("x-termada-agent");
+    const claimed = header ?? clientName(body) ?? "agent";
+    const agent = agentIdFromName(claimed);
+    if (!agent) return { error: problem(c, 400, "INVALID_ARGUMENT", `Bad agent id "${claimed}"`) };
+    if (options.agents.isConfigured(agent)) {
+      return {
+        error: problem(c, 401, "UNAUTHORIZED", `Agent "${agent}" has a token: present it`),
+      };
+    }
+    return { agent, via: "dev", named: header !== undefined, body };
+  }
+
+  return {
+    app,
+    async close() {
+      const all = [...sessions.values()];
+      sessions.clear();
+      await Promise.all(all.map((s) => s.transport.close().catch(() => {})));
+    },
+    get mcpSessions() {
+      return sessions.size;
+    },
+  };
+}
+
+function clientName(body: unknown): string | undefined {
+  const msgs = Array.isArray(body) ? body : [body];
+  for (const m of msgs) {
+    const name =
+      (m as { method?: string; params?: { clientInfo?: { name?: unknown } } })?.method ===
+          "initialize"
+        ? (m as { params?: { clientInfo?: { name?: unknown } } }).params?.clientInfo?.name
+        : undefined;
+    if (typeof name === "string") return name;
+  }
+  return undefined;
+}
+
+function problem(
+  c: Context<AppEnv>,
+  status: 400 | 401 | 403 | 404 | 413 | 500,
+  code: string,
+  message: string,
+  hint?: string,
+): Response {
+  return c.json({ error: { code, message, retriable: false, ...(hint ? { hint } : {}) } }, status);
+}

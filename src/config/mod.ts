@@ -1,0 +1,32 @@
+/**
+ * Termada's configuration: where its files live (XDG base directories, `TERMADA_HOME`,
+ * `--config`, the Unix socket fallback for long paths), the strict schema of `config.yaml` with
+ * the embedded defaults, and loading it with `${ENV}` expansion and line-precise errors. It owns
+ * no running state: the daemon reads the config once at start and passes plain values on
+ * (`engineOptionsFrom` for the engine). It imports nothing but `src/shared`.
+ */
+export {
+  ensurePrivateDir,
+  ensureStateDirs,
+  MAX_SOCKET_PATH_BYTES,
+  resolvePaths,
+  type ResolvePathsOptions,
+  type TermadaPaths,
+} from "./paths.ts";
+export {
+  AGENT_ID_PATTERN,
+  Config,
+  CONFIG_LIMITS,
+  DEFAULT_CONFIG,
+  effectivePaths,
+  engineOptionsFrom,
+  type EngineSettings,
+  parseBind,
+} from "./schema.ts";
+export {
+  loadConfig,
+  type LoadConfigOptions,
+  type LoadedConfig,
+  parseConfig,
+  type ParseConfigOptions,
+} from "./load.ts";

@@ -1,0 +1,208 @@
+/**
+ * The config file's schema: strict (an unknown key is an error), every number and string bounded,
+ * and the defaults are the product's embedded defaults (`DEFAULT_CONFIG` is the parse of `{}`).
+ * Keys are snake_case as in the YAML file; `engineOptionsFrom` maps them to the engine's names.
+ */
+import { z } from "zod";
+import type { TermadaPaths } from "./paths.ts";
+import { MAX_SOCKET_PATH_BYTES } from "./paths.ts";
+
+/** Bounds of the config values, documented in docs/CONFIG.md. */
+export const CONFIG_LIMITS = {
+  fileBytes: 1 << 20,
+  pathBytes: 4096,
+  agents: 256,
+  tokenMinChars: 24,
+  tokenMaxChars: 512,
+  agentNameChars: 128,
+} as const;
+
+export const AGENT_ID_PATTERN: RegExp = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+const encoder = new TextEncoder();
+const bytes = (s: string) => encoder.encode(s).length;
+// deno-lint-ignore no-control-regex
+const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+
+/** A YAML section left empty (`sessions:` with everything commented out) means "all defaults". */
+function section<T extends z.ZodType>(schema: T) {
+  return z.preprocess((v) => (v === null ? undefined : v), schema);
+}
+
+const int = (min: number, max: number) => z.number().int().min(min).max(max);
+
+const AbsolutePath = (maxBytes: number) =>
+  z.string()
+    .refine((s) => s.startsWith("/"), "must be an absolute path")
+    .refine((s) => !s.includes("\0"), "must not contain NUL bytes")
+    .refine((s) => bytes(s) <= maxBytes, `must be at most ${maxBytes} bytes`);
+
+/**
+ * Splits `host:port` / `[v6]:port` and accepts only loopback hosts (127.0.0.0/8, ::1), so the
+ * TCP listener can never face the network. Port 0 asks the system for a free port (tests).
+ * Returns undefined for anything else. `hostname` is in the form `Deno.serve` takes.
+ */
+export function parseBind(bind: string): { hostname: string; port: number } | undefined {
+  const m = /^(?:\[([0-9A-Fa-f:]+)\]|([0-9.]+)):(0|[1-9][0-9]{0,4})$/.exec(bind);
+  if (!m) return undefined;
+  const port = Number(m[3]);
+  if (port > 65535) return undefined;
+  const v6 = m[1];
+  if (v6 !== undefined) {
+    const loopback = v6 === "::1" || /^(?:0{1,4}:){7}0{0,3}1$/.test(v6);
+    return loopback ? { hostname: "::1", port } : undefined;
+  }
+  const octets = (m[2] ?? "").split(".");
+  if (octets.length !== 4) return undefined;
+  for (const o of octets) {
+    // No leading zeros: "127.0.0.010" is octal to some resolvers and decimal to others.
+    if (!/^(0|[1-9][0-9]{0,2})$/.test(o) || Number(o) > 255) return undefined;
+  }
+  return octets[0] === "127" ? { hostname: octets.join("."), port } : undefined;
+}
+
+const Server = z.strictObject({
+  bind: z.string().max(64).superRefine((bind, ctx) => {
+    if (parseBind(bind) === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        message: `must be a loopback address and a port, like "127.0.0.1:7717" or ` +
+          `"[::1]:7717" (127.0.0.0/8 or ::1 only), not "${bind}"`,
+      });
+    }
+  }).default("127.0.0.1:7717"),
+  socket: AbsolutePath(MAX_SOCKET_PATH_BYTES).nullable().default(null),
+});
+
+const Log = z.strictObject({
+  level: z.enum(["debug", "info", "warn", "error"]).default("info"),
+});
+
+const Auth = z.strictObject({
+  dev_mode: z.boolean().default(true),
+});
+
+const AgentId = z.string().regex(
+  AGENT_ID_PATTERN,
+  "must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit",
+);
+
+const Agent = z.strictObject({
+  token: z.string()
+    .min(CONFIG_LIMITS.tokenMinChars)
+    .max(CONFIG_LIMITS.tokenMaxChars)
+    .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces"),
+  name: z.string().min(1).max(CONFIG_LIMITS.agentNameChars)
+    .refine((s) => !CONTROL_CHARS.test(s), "must not contain control characters")
+    .optional(),
+});
+
+const Agents = z.record(AgentId, Agent).superRefine((agents, ctx) => {
+  const ids = Object.keys(agents);
+  if (ids.length > CONFIG_LIMITS.agents) {
+    ctx.addIssue({ code: "custom", message: `at most ${CONFIG_LIMITS.agents} agents` });
+  }
+  const owner = new Map<string, string>();
+  for (const id of ids) {
+    const token = agents[id]?.token;
+    if (token === undefined) continue;
+    const first = owner.get(token);
+    if (first === undefined) {
+      owner.set(token, id);
+    } else {
+      // Never echo the token itself: error messages end up in logs.
+      ctx.addIssue({
+        code: "custom",
+        path: [id, "token"],
+        message: `is the same as agent "${first}"'s token; each agent needs its own`,
+      });
+    }
+  }
+});
+
+const Sessions = z.strictObject({
+  shell: z.enum(["bash", "zsh", "sh"]).default("bash"),
+  cwd: AbsolutePath(CONFIG_LIMITS.pathBytes).nullable().default(null),
+  user_rc: z.boolean().default(false),
+  max_per_agent: int(1, 4096).default(32),
+  max_total: int(1, 65536).default(256),
+  record: z.boolean().default(true),
+  recording_max_file_bytes: int(64 * 1024, 1 << 30).default(16 * 1024 * 1024),
+  recording_keep_files: int(1, 1000).default(3),
+});
+
+const Jobs = z.strictObject({
+  kill_grace_ms: int(0, 60_000).default(2000),
+  retention_bytes: int(64 * 1024, 1 << 30).default(8 * 1024 * 1024),
+  finished_per_agent: int(1, 100_000).default(200),
+  spool_max_bytes: int(64 * 1024, 2 ** 36).default(16 * 1024 * 1024),
+});
+
+/** The whole config file. Schema and inferred type share this name. */
+export const Config = z.strictObject({
+  server: section(Server.prefault({})),
+  log: section(Log.prefault({})),
+  auth: section(Auth.prefault({})),
+  agents: section(Agents.prefault({})),
+  sessions: section(Sessions.prefault({})),
+  jobs: section(Jobs.prefault({})),
+});
+export type Config = z.infer<typeof Config>;
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object") {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** The embedded defaults: what a missing config file means. Frozen: it is shared. */
+export const DEFAULT_CONFIG: Config = deepFreeze(Config.parse({}));
+
+/**
+ * The engine's options as named in `EngineOptions` (src/engine), as a plain object: config does
+ * not import the engine. Assignable to `Partial<EngineOptions>`.
+ */
+export interface EngineSettings {
+  runtimeDir: string;
+  /** Asciicast recordings (the engine's default would be `<runtimeDir>/recordings`). */
+  recordingsDir: string;
+  limits: { sessionsPerOwner: number; sessionsTotal: number; finishedJobsPerOwner: number };
+  output: { retentionBytes: number };
+  defaultShell: "bash" | "zsh" | "sh";
+  /** Absent when the config leaves it to the engine ($HOME). */
+  defaultCwd?: string;
+  userRc: boolean;
+  record: boolean;
+  recording: { maxFileBytes: number; keepFiles: number };
+  killGraceMs: number;
+}
+
+export function engineOptionsFrom(config: Config, paths: TermadaPaths): EngineSettings {
+  const { sessions, jobs } = config;
+  return {
+    runtimeDir: paths.runtimeDir,
+    recordingsDir: paths.recordingsDir,
+    limits: {
+      sessionsPerOwner: sessions.max_per_agent,
+      sessionsTotal: sessions.max_total,
+      finishedJobsPerOwner: jobs.finished_per_agent,
+    },
+    output: { retentionBytes: jobs.retention_bytes },
+    defaultShell: sessions.shell,
+    ...(sessions.cwd === null ? {} : { defaultCwd: sessions.cwd }),
+    userRc: sessions.user_rc,
+    record: sessions.record,
+    recording: {
+      maxFileBytes: sessions.recording_max_file_bytes,
+      keepFiles: sessions.recording_keep_files,
+    },
+    killGraceMs: jobs.kill_grace_ms,
+  };
+}
+
+/** The paths with the config's overrides applied (today: `server.socket`). */
+export function effectivePaths(paths: TermadaPaths, config: Config): TermadaPaths {
+  return config.server.socket === null ? paths : { ...paths, socketPath: config.server.socket };
+}

@@ -1,0 +1,144 @@
+import assert from "node:assert/strict";
+import { DEFAULT_LIMITS, DEFAULT_OUTPUT, type EngineOptions } from "../engine/mod.ts";
+import { resolvePaths } from "./paths.ts";
+import { Config, DEFAULT_CONFIG, effectivePaths, engineOptionsFrom, parseBind } from "./schema.ts";
+
+Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
+  assert.deepEqual(DEFAULT_CONFIG, {
+    server: { bind: "127.0.0.1:7717", socket: null },
+    log: { level: "info" },
+    auth: { dev_mode: true },
+    agents: {},
+    sessions: {
+      shell: "bash",
+      cwd: null,
+      user_rc: false,
+      max_per_agent: 32,
+      max_total: 256,
+      record: true,
+      recording_max_file_bytes: 16 * 1024 * 1024,
+      recording_keep_files: 3,
+    },
+    jobs: {
+      kill_grace_ms: 2000,
+      retention_bytes: 8 * 1024 * 1024,
+      finished_per_agent: 200,
+      spool_max_bytes: 16 * 1024 * 1024,
+    },
+  });
+  assert.ok(Object.isFrozen(DEFAULT_CONFIG.sessions));
+});
+
+Deno.test("the config defaults agree with the engine's own defaults", () => {
+  const e = engineOptionsFrom(DEFAULT_CONFIG, resolvePaths({ env: {}, home: "/h" }));
+  assert.equal(e.limits.sessionsPerOwner, DEFAULT_LIMITS.sessionsPerOwner);
+  assert.equal(e.limits.sessionsTotal, DEFAULT_LIMITS.sessionsTotal);
+  assert.equal(e.limits.finishedJobsPerOwner, DEFAULT_LIMITS.finishedJobsPerOwner);
+  assert.equal(e.output.retentionBytes, DEFAULT_OUTPUT.retentionBytes);
+});
+
+Deno.test("engineOptionsFrom maps config keys to engine option names", () => {
+  const config = Config.parse({
+    sessions: {
+      shell: "zsh",
+      cwd: "/srv",
+      user_rc: true,
+      max_per_agent: 4,
+      max_total: 8,
+      record: false,
+      recording_max_file_bytes: 1 << 20,
+      recording_keep_files: 5,
+    },
+    jobs: { kill_grace_ms: 500, retention_bytes: 1 << 20, finished_per_agent: 10 },
+  });
+  const paths = resolvePaths({ env: {}, home: "/h" });
+  const options: Partial<EngineOptions> = engineOptionsFrom(config, paths);
+  assert.deepEqual(options, {
+    runtimeDir: "/h/run",
+    recordingsDir: "/h/recordings",
+    limits: { sessionsPerOwner: 4, sessionsTotal: 8, finishedJobsPerOwner: 10 },
+    output: { retentionBytes: 1 << 20 },
+    defaultShell: "zsh",
+    defaultCwd: "/srv",
+    userRc: true,
+    record: false,
+    recording: { maxFileBytes: 1 << 20, keepFiles: 5 },
+    killGraceMs: 500,
+  });
+  assert.equal("defaultCwd" in engineOptionsFrom(DEFAULT_CONFIG, paths), false);
+});
+
+Deno.test("effectivePaths applies server.socket", () => {
+  const paths = resolvePaths({ env: {}, home: "/h" });
+  assert.equal(effectivePaths(paths, DEFAULT_CONFIG), paths);
+  const config = Config.parse({ server: { socket: "/run/t.sock" } });
+  assert.equal(effectivePaths(paths, config).socketPath, "/run/t.sock");
+  assert.equal(effectivePaths(paths, config).dbPath, "/h/termada.db");
+});
+
+Deno.test("parseBind accepts only loopback addresses", async (t) => {
+  await t.step("accepted", () => {
+    assert.deepEqual(parseBind("127.0.0.1:7717"), { hostname: "127.0.0.1", port: 7717 });
+    assert.deepEqual(parseBind("127.0.0.2:9000"), { hostname: "127.0.0.2", port: 9000 });
+    assert.deepEqual(parseBind("127.255.255.254:1"), { hostname: "127.255.255.254", port: 1 });
+    assert.deepEqual(parseBind("[::1]:7717"), { hostname: "::1", port: 7717 });
+    assert.deepEqual(parseBind("[0:0:0:0:0:0:0:1]:80"), { hostname: "::1", port: 80 });
+    assert.deepEqual(parseBind("127.0.0.1:0"), { hostname: "127.0.0.1", port: 0 });
+  });
+  await t.step("refused", () => {
+    for (
+      const bind of [
+        "0.0.0.0:7717",
+        "192.168.1.2:1",
+        "[::]:7717",
+        "[::2]:1",
+        "localhost:7717",
+        "127.0.0.1",
+        "127.0.0.1:65536",
+        "127.0.0.1:07717",
+        "127.0.0.01:7717",
+        "127.0.0.256:1",
+        "127.0.0:1",
+        "::1:7717",
+        "",
+      ]
+    ) {
+      assert.equal(parseBind(bind), undefined, bind);
+    }
+  });
+});
+
+Deno.test("Config rejects unknown keys at every level", () => {
+  assert.equal(Config.safeParse({ sesions: {} }).success, false);
+  assert.equal(Config.safeParse({ sessions: { shel: "bash" } }).success, false);
+  assert.equal(
+    Config.safeParse({ agents: { a: { token: "t".repeat(24), role: "x" } } }).success,
+    false,
+  );
+});
+
+Deno.test("Config treats an empty section as its defaults", () => {
+  const config = Config.parse({ sessions: null, agents: null });
+  assert.deepEqual(config.sessions, DEFAULT_CONFIG.sessions);
+  assert.deepEqual(config.agents, {});
+});
+
+Deno.test("Config bounds numbers and strings", async (t) => {
+  const refused: [string, unknown][] = [
+    ["max_per_agent 0", { sessions: { max_per_agent: 0 } }],
+    ["max_total fractional", { sessions: { max_total: 1.5 } }],
+    ["kill_grace_ms above a minute", { jobs: { kill_grace_ms: 60_001 } }],
+    ["retention_bytes tiny", { jobs: { retention_bytes: 10 } }],
+    ["relative cwd", { sessions: { cwd: "work" } }],
+    ["socket too long", { server: { socket: "/" + "s".repeat(107) } }],
+    ["unknown shell", { sessions: { shell: "fish" } }],
+    ["unknown log level", { log: { level: "trace" } }],
+    ["agent id with capitals", { agents: { Claude: { token: "t".repeat(24) } } }],
+    ["agent id too long", { agents: { ["a".repeat(65)]: { token: "t".repeat(24) } } }],
+    ["token with spaces", { agents: { a: { token: "t".repeat(20) + " xyz" } } }],
+    ["agent name with newline", { agents: { a: { token: "t".repeat(24), name: "a\nb" } } }],
+  ];
+  for (const [name, input] of refused) {
+    await t.step(name, () => assert.equal(Config.safeParse(input).success, false));
+  }
+});

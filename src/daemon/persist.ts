@@ -1,0 +1,170 @@
+/**
+ * Wires the engine's hooks to durable state: sessions and jobs in SQLite, each job's cleaned
+ * output in a bounded spool on disk, so that after a restart (or a crash) every job listed
+ * before is still listed and its output is still pageable by cursor.
+ */
+import {
+  type EngineHooks,
+  Job,
+  type JobRecord,
+  type JobStatus,
+  type JobSummary,
+  type OutputReader,
+} from "../engine/mod.ts";
+import type { Page, Summary } from "../output/mod.ts";
+import { encodeCursor } from "../output/mod.ts";
+import { type Clock, logger } from "../shared/mod.ts";
+import { type JobRow, removeSpool, SpoolReader, SpoolWriter, type Store } from "../store/mod.ts";
+
+const log = logger("daemon");
+
+export interface PersistOptions {
+  spoolDir: string;
+  spoolMaxBytes: number;
+  finishedPerAgent: number;
+  clock: Clock;
+}
+
+/** Never let a storage failure take the engine down: log it once per kind and go on. */
+function guard<A extends unknown[], R>(
+  what: string,
+  f: (...a: A) => R,
+): (...a: A) => R | undefined {
+  let reported = false;
+  return (...a: A) => {
+    try {
+      return f(...a);
+    } catch (err) {
+      if (!reported) log.error(`storage: ${what} failed`, { error: err });
+      reported = true;
+      return undefined;
+    }
+  };
+}
+
+const EMPTY_READER = {
+  totalBytes: 0,
+  startOffset: 0,
+  read(): Page {
+    return { output: "", nextCursor: encodeCursor(0), hasMore: false };
+  },
+  summary(): Summary {
+    return { output: "", nextCursor: encodeCursor(0), hasMore: false };
+  },
+};
+
+export function toRecord(row: JobRow): JobRecord {
+  return {
+    id: row.id,
+    owner: row.owner,
+    sessionId: row.session_id,
+    command: row.command,
+    mode: row.mode,
+    status: row.status as JobStatus,
+    exitCode: row.exit_code ?? undefined,
+    signal: row.signal ?? undefined,
+    reason: row.reason ?? undefined,
+    cwd: row.cwd ?? undefined,
+    startedAt: row.started_at,
+    endedAt: row.ended_at ?? undefined,
+  };
+}
+
+function toSummary(row: JobRow, clock: Clock): JobSummary {
+  const s: JobSummary = {
+    job_id: row.id,
+    session_id: row.session_id,
+    command: row.command,
+    mode: row.mode,
+    status: row.status as JobStatus,
+    started_at: new Date(row.started_at).toISOString(),
+    duration_ms: (row.ended_at ?? clock.now()) - row.started_at,
+  };
+  if (row.exit_code !== null) s.exit_code = row.exit_code;
+  if (row.signal !== null) s.signal = row.signal;
+  if (row.cwd !== null) s.cwd = row.cwd;
+  return s;
+}
+
+export function storeHooks(store: Store, options: PersistOptions): EngineHooks {
+  const spools = new Map<string, SpoolWriter>();
+  const { clock, spoolDir } = options;
+  return {
+    sessionOpened: guard("session insert", (info, owner) => {
+      store.insertSession({
+        id: info.session_id,
+        owner,
+        shell: info.shell,
+        target: info.target,
+        cwd: info.cwd,
+        workspace: info.workspace ?? null,
+        cols: info.cols,
+        rows: info.rows,
+        created_at: Date.parse(info.created_at),
+      });
+    }),
+    sessionUpdated: guard("session update", (id, patch) => store.updateSession(id, patch)),
+    sessionClosed: guard("session close", (id, reason) => {
+      store.updateSession(id, { state: "closed", closed_at: clock.now(), close_reason: reason });
+    }),
+    jobStarted: guard("job insert", (job: Job) => {
+      store.insertJob({
+        id: job.id,
+        owner: job.owner,
+        session_id: job.sessionId,
+        command: [...job.command],
+        mode: job.mode,
+        status: job.status,
+        cwd: job.cwd ?? null,
+        started_at: job.startedAt,
+      });
+      spools.set(job.id, SpoolWriter.create(spoolDir, job.id, { maxBytes: options.spoolMaxBytes }));
+    }),
+    jobOutput: guard("spool append", (job: Job, bytes: Uint8Array) => {
+      spools.get(job.id)?.append(bytes);
+    }),
+    jobEnded: guard("job update", (job: Job) => {
+      const spool = spools.get(job.id);
+      spools.delete(job.id);
+      spool?.end();
+      store.updateJob(job.id, {
+        status: job.status,
+        exit_code: job.exitCode ?? null,
+        signal: job.signal ?? null,
+        reason: job.reason ?? null,
+        cwd: job.cwd ?? null,
+        ended_at: job.endedAt ?? clock.now(),
+        output_bytes: job.buffer.totalBytes,
+      });
+      for (const id of store.pruneJobs(job.owner, options.finishedPerAgent)) {
+        removeSpool(spoolDir, id);
+      }
+    }),
+    findJob: guard("job lookup", (owner: string, id: string) => {
+      if (!/^job_[0-9a-z]{12}$/.test(id)) return undefined;
+      const row = store.getJob(id);
+      if (!row || row.owner !== owner) return undefined;
+      const spool = SpoolReader.open(spoolDir, id);
+      const reader: OutputReader = spool
+        ? {
+          read: (cursor, max) => spool.read(cursor, max),
+          summary: (h, t) => spool.summary(h, t),
+          get totalBytes() {
+            return spool.totalBytes;
+          },
+          startOffset: 0, // only a floor for pattern scans; deleted segments read as a gap
+        }
+        : EMPTY_READER;
+      return Job.archived(toRecord(row), reader, clock);
+    }),
+    listJobs: guard("job list", (owner: string, f) => {
+      return store.listJobs({
+        owner,
+        active: f.active,
+        startedAfter: f.startedAfter,
+        limit: f.limit,
+      })
+        .map((r) => toSummary(r, clock));
+    }) as EngineHooks["listJobs"],
+  };
+}

@@ -120,8 +120,13 @@ export function storeHooks(store: Store, options: PersistOptions): EngineHooks {
       });
       spools.set(job.id, SpoolWriter.create(spoolDir, job.id, { maxBytes: options.spoolMaxBytes }));
     }),
+    // Written through (no buffering in between): output an agent has been shown must survive
+    // a crash of the daemon. The page cache makes this a cheap write per chunk.
     jobOutput: guard("spool append", (job: Job, bytes: Uint8Array) => {
-      spools.get(job.id)?.append(bytes);
+      const spool = spools.get(job.id);
+      if (!spool) return;
+      spool.append(bytes);
+      spool.flush();
     }),
     jobEnded: guard("job update", (job: Job) => {
       const spool = spools.get(job.id);

@@ -136,8 +136,10 @@ export async function runShim(options: ShimOptions): Promise<number> {
   stdio.onclose = () => closed.resolve();
   stdio.onerror = (err: Error) => log.warn("stdio error", { error: err });
 
-  // A client that closes our stdout ends the bridge instead of crashing it.
+  // A client that closes our stdout ends the bridge instead of crashing it; the end of stdin
+  // (the client went away) ends it too — the SDK's stdio transport does not report that.
   process.stdout.on("error", () => closed.resolve());
+  process.stdin.on("end", () => closed.resolve());
   await http.start();
   await stdio.start();
   await closed.promise;

@@ -19,6 +19,13 @@ Deno.test("serve starts on embedded defaults, refuses a second daemon and stops 
     assert.equal(Deno.statSync(d.socketPath).mode! & 0o777, 0o600);
     const health = await fetch(`http://127.0.0.1:${d.port}/healthz`);
     assert.equal((await health.json()).ok, true);
+    const pageUrl = /Dashboard\s+(\S+)/.exec(banner)![1]!;
+    const page = await fetch(pageUrl);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /daemon is running/);
+    const noToken = await fetch(`http://127.0.0.1:${d.port}/`);
+    assert.equal(noToken.status, 401);
+    await noToken.body?.cancel();
 
     const second = await termada(home, ["serve", "--bind", "127.0.0.1:0"]);
     assert.notEqual(second.code, 0);

@@ -35,6 +35,8 @@ export interface AppOptions {
   port: number;
   /** Called when an agent connects (for the agents table). */
   onAgent?: (id: string, via: "token" | "dev") => void;
+  /** The operator (dashboard) token; `/` answers only with it. */
+  operatorToken?: string;
   /** Most MCP sessions kept at once; the least recently used one is closed beyond it. */
   maxMcpSessions?: number;
 }
@@ -87,6 +89,23 @@ export function createApp(options: AppOptions): TermadaApp {
   });
 
   app.get("/healthz", (c) => c.json({ ok: true, version: options.version, pid: Deno.pid }));
+
+  // The operator's page (the dashboard replaces it): needs the dashboard token.
+  app.get("/", (c) => {
+    const token = c.req.query("token") ?? "";
+    if (!options.operatorToken || !sameSecret(token, options.operatorToken)) {
+      return problem(c, 401, "UNAUTHORIZED", "Open the tokenized URL the daemon printed at start");
+    }
+    const open = options.engine.sessionCount();
+    return c.html(
+      `<!doctype html><meta charset="utf-8"><title>Termada</title>` +
+        `<h1>Termada ${escapeHtml(options.version)}</h1>` +
+        `<p>The daemon is running (pid ${Deno.pid}): ${open} open session(s), ` +
+        `${sessions.size} MCP connection(s).</p>` +
+        `<p>The live dashboard is not part of this build yet; agents connect over MCP ` +
+        `(<code>termada serve --stdio</code>).</p>`,
+    );
+  });
 
   app.all("/mcp", async (c) => {
     const identity = await identify(c);
@@ -203,6 +222,20 @@ export function createApp(options: AppOptions): TermadaApp {
       return sessions.size;
     },
   };
+}
+
+function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+}
+
+/** Constant-time comparison of two secrets. */
+export function sameSecret(a: string, b: string): boolean {
+  const x = new TextEncoder().encode(a);
+  const y = new TextEncoder().encode(b);
+  if (x.length !== y.length) return false;
+  let diff = 0;
+  for (let i = 0; i < x.length; i++) diff |= x[i]! ^ y[i]!;
+  return diff === 0;
 }
 
 function clientName(body: unknown): string | undefined {

@@ -63,6 +63,7 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
     version: ctx.version,
     configFile: values.config,
     bind: values.bind,
+    logLevelSet: level !== undefined,
   });
   const stop = () => daemon.stop("signal");
   Deno.addSignalListener("SIGINT", stop);

@@ -19,7 +19,7 @@ import {
   type TermadaPaths,
 } from "../config/mod.ts";
 import { Engine } from "../engine/mod.ts";
-import { logger, randomHex, systemClock, TermadaError } from "../shared/mod.ts";
+import { logger, randomHex, setLogLevel, systemClock, TermadaError } from "../shared/mod.ts";
 import { pruneSpools, Store } from "../store/mod.ts";
 import { storeHooks } from "./persist.ts";
 
@@ -34,6 +34,8 @@ export interface DaemonOptions {
   configFile?: string;
   /** --bind HOST:PORT (port 0 picks a free one). */
   bind?: string;
+  /** The log level was set on the command line: the config's `log.level` does not apply. */
+  logLevelSet?: boolean;
 }
 
 export interface SetupInfo {
@@ -91,6 +93,7 @@ export class Daemon {
       required: options.configFile !== undefined,
     });
     const config = loaded.config;
+    if (!options.logLevelSet) setLogLevel(config.log.level);
     const paths = effectivePaths(basePaths, config);
     const bind = parseBind(options.bind ?? config.server.bind);
     if (!bind) {
@@ -167,6 +170,7 @@ export class Daemon {
         version: options.version,
         agents,
         port,
+        operatorToken: token,
         onAgent: (id, via) => {
           try {
             store.upsertAgent({ id, via });

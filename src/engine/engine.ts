@@ -261,6 +261,11 @@ export class Engine {
     return { ok: true, cols: req.cols, rows: req.rows };
   }
 
+  /** Open sessions in all (every owner): for the operator's views. */
+  sessionCount(): number {
+    return this.#countSessions();
+  }
+
   /** The session object for trusted in-process callers (dashboard, tests). */
   sessionOf(owner: string, sessionId: string): Session {
     return this.#ownSession(owner, sessionId);

@@ -3,9 +3,13 @@
  *   (a) `echo hi` round trip in a warm session vs spawning /bin/true with Deno.Command
  *   (b) `yes | head -c 200000000` through the full job pipeline vs raw PTY reading
  *   (c) 300 concurrent sessions: creation, a command's p99 under load, threads, memory
+ *   (d) an MCP exec_run round trip through the daemon over its Unix socket
  * Prints plain lines (median, p99, MB/s, RSS). No thresholds fail here: targets are printed next
  * to the figures. Set BENCH_QUICK=1 for a short smoke run.
  */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { Daemon, socketFetch } from "../src/daemon/mod.ts";
 import { Engine } from "../src/engine/mod.ts";
 import { preloadNative, Pty, readProcFile, sharedPoller } from "../src/pty/mod.ts";
 
@@ -187,4 +191,45 @@ out(`termada bench — ${Deno.build.target}, deno ${Deno.version.deno}${QUICK ? 
 }
 
 await engine.shutdown();
+
+// ── (d) MCP round trip through the daemon ───────────────────────────────────
+{
+  const home = await Deno.makeTempDir({ prefix: "termada-bench-home-" });
+  const daemon = await Daemon.start({
+    env: { ...Deno.env.toObject(), HOME: home },
+    home,
+    version: "bench",
+    bind: "127.0.0.1:0",
+  });
+  const sock = socketFetch(daemon.paths.socketPath);
+  const client = new Client({ name: "bench", version: "1" });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL("http://termada/mcp"), {
+      fetch: sock.fetch,
+      requestInit: { headers: { "x-termada-agent": "bench" } },
+    }),
+  );
+  for (let i = 0; i < 50; i++) {
+    await client.callTool({ name: "exec_run", arguments: { command: ["echo", "hi"] } });
+  }
+  const lat: number[] = [];
+  for (let i = 0; i < (QUICK ? 200 : 1000); i++) {
+    const t0 = performance.now();
+    const r = await client.callTool({ name: "exec_run", arguments: { command: ["echo", "hi"] } });
+    lat.push(performance.now() - t0);
+    if ((r.structuredContent as { output?: string }).output !== "hi\n") {
+      throw new Error("bad output");
+    }
+  }
+  out(
+    `(d) MCP exec_run "echo hi" over the Unix socket (daemon with SQLite + spool): p50 ${
+      ms(pct(lat, 50))
+    }, p99 ${ms(pct(lat, 99))} (n=${lat.length})`,
+  );
+  await client.close();
+  sock.close();
+  await daemon.stop("bench done");
+  await Deno.remove(home, { recursive: true }).catch(() => {});
+}
+
 await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});

@@ -45,10 +45,10 @@ interface McpSession {
   transport: WebStandardStreamableHTTPServerTransport;
   server: Server;
   agent: string;
-  lastUsed: number;
 }
 
 const AGENT_ID = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
+const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 /** Turns an MCP client name into an agent id ("Claude Code" → "claude-code"). */
 export function agentIdFromName(name: string): string | undefined {
@@ -121,19 +121,23 @@ export function createApp(options: AppOptions): TermadaApp {
       if (identity.named && s.agent !== identity.agent) {
         return problem(c, 403, "FORBIDDEN", "This MCP session belongs to another agent");
       }
-      s.lastUsed = Date.now();
+      // Map order is recency order (least recently used first): move the session to the end.
+      sessions.delete(sid);
+      sessions.set(sid, s);
       return await s.transport.handleRequest(c.req.raw, { parsedBody: identity.body });
     }
     if (c.req.method !== "POST") {
       return problem(c, 400, "INVALID_ARGUMENT", "Missing mcp-session-id header");
     }
-    evictIfFull();
     const agent = identity.agent;
     const server = createMcpServer({ engine: options.engine, agent, version: options.version });
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => crypto.randomUUID(),
       onsessioninitialized: (id: string) => {
-        sessions.set(id, { transport, server, agent, lastUsed: Date.now() });
+        // Evict only once a session really opens: a POST that is not a valid initialize must
+        // not cost another agent its session.
+        evictIfFull();
+        sessions.set(id, { transport, server, agent });
         options.onAgent?.(agent, identity.via);
         log.info("agent connected", { agent, via: identity.via, listener: c.env?.listener });
       },
@@ -156,11 +160,12 @@ export function createApp(options: AppOptions): TermadaApp {
 
   function evictIfFull(): void {
     if (sessions.size < maxSessions) return;
-    let oldest: [string, McpSession] | undefined;
-    for (const e of sessions) if (!oldest || e[1].lastUsed < oldest[1].lastUsed) oldest = e;
+    // The first entry is the least recently used (see the touch in /mcp). Insertion order
+    // cannot tie, unlike millisecond timestamps.
+    const oldest = sessions.entries().next().value;
     if (!oldest) return;
     sessions.delete(oldest[0]);
-    oldest[1].transport.close().catch(() => {});
+    oldest[1].transport.close().catch(() => {/* closing drops streams; nothing to report */});
   }
 
   /** Who is calling: token first; in dev mode on the socket, the shim's header or client name. */
@@ -171,12 +176,14 @@ export function createApp(options: AppOptions): TermadaApp {
   > {
     let body: unknown = undefined;
     if (c.req.method === "POST") {
-      const text = await c.req.text();
-      if (text.length > 4 * 1024 * 1024) {
+      // Bounded before anything is buffered: the limit is in bytes, and it holds before the
+      // caller is authenticated (any local process can reach the TCP port).
+      const bytes = await readBounded(c.req.raw, MAX_BODY_BYTES);
+      if (!bytes) {
         return { error: problem(c, 413, "INVALID_ARGUMENT", "Request body over 4 MiB") };
       }
       try {
-        body = JSON.parse(text);
+        body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
       } catch {
         return { error: problem(c, 400, "INVALID_ARGUMENT", "Body is not JSON") };
       }
@@ -236,6 +243,35 @@ export function sameSecret(a: string, b: string): boolean {
   let diff = 0;
   for (let i = 0; i < x.length; i++) diff |= x[i]! ^ y[i]!;
   return diff === 0;
+}
+
+/** The body of `req`, or undefined when it is over `limit` bytes (the rest is never read). */
+async function readBounded(req: Request, limit: number): Promise<Uint8Array | undefined> {
+  const declared = Number(req.headers.get("content-length"));
+  if (declared > limit || !req.body) {
+    await req.body?.cancel().catch(() => {/* the client went away; nothing to release */});
+    return declared > limit ? undefined : new Uint8Array(0);
+  }
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {/* the client went away; nothing to release */});
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return bytes;
 }
 
 function clientName(body: unknown): string | undefined {

@@ -19,6 +19,7 @@ const HOST = `127.0.0.1:${PORT}`;
 const MCP_URL = `http://${HOST}/mcp`;
 const CI_TOKEN = "0123456789abcdef0123456789abcdef";
 const VERSION = "9.9.9-test";
+const OPERATOR_TOKEN = "fedcba9876543210fedcba9876543210";
 
 /** One configured agent, `ci`, with a 32-character token. */
 function directory(devMode: boolean): AgentDirectory {
@@ -49,6 +50,7 @@ async function testApp(
     agents: directory(options.devMode ?? true),
     port: PORT,
     onAgent: (id, via) => agents.push([id, via]),
+    operatorToken: OPERATOR_TOKEN,
     maxMcpSessions: options.maxMcpSessions,
   });
   return {
@@ -73,11 +75,17 @@ async function testApp(
  * request's signal (client.close()) ends a response body still being read, which cancels the
  * server's SSE stream and its keep-alive timer.
  */
-function routeTo(t: TestApp, listener: Listener, headers: Record<string, string>): FetchLike {
+function routeTo(
+  t: TestApp,
+  listener: Listener,
+  headers: Record<string, string>,
+  onGet: () => void,
+): FetchLike {
   return async (url: string | URL, init?: RequestInit): Promise<Response> => {
     const h = new Headers(init?.headers);
     for (const [k, v] of Object.entries(headers)) h.set(k, v);
     const res = await t.request(listener, new URL(url).pathname, { ...init, headers: h });
+    if (init?.method === "GET") onGet();
     if (!res.body || !init?.signal) return res;
     const body = res.body.pipeThrough(new TransformStream(), { signal: init.signal });
     return new Response(body, { status: res.status, headers: res.headers });
@@ -95,8 +103,9 @@ async function connect(
   options: { name?: string; headers?: Record<string, string> } = {},
 ): Promise<McpConnection> {
   const headers = { ...(listener === "tcp" ? { host: HOST } : {}), ...options.headers };
+  const sse = Promise.withResolvers<void>();
   const transport = new StreamableHTTPClientTransport(new URL(MCP_URL), {
-    fetch: routeTo(t, listener, headers),
+    fetch: routeTo(t, listener, headers, sse.resolve),
     // No reconnection: a reconnect timer would outlive the test.
     reconnectionOptions: {
       maxRetries: 0,
@@ -108,6 +117,9 @@ async function connect(
   const client = new Client({ name: options.name ?? "test-client", version: "1" });
   try {
     await client.connect(transport);
+    // After initialize the client opens its SSE stream (a GET) in the background: wait for it
+    // so that later requests are ordered after it.
+    await sse.promise;
   } catch (err) {
     await client.close();
     throw err;
@@ -164,6 +176,29 @@ Deno.test("healthz answers ok, version and pid on both listeners", async () => {
     assert.equal(res.status, 200, listener);
     assert.deepEqual(await res.json(), { ok: true, version: VERSION, pid: Deno.pid });
   }
+});
+
+Deno.test("the operator page answers only with the operator token", async (t) => {
+  await using a = await testApp();
+  const get = (query: string) => a.request("tcp", `/${query}`, { headers: { host: HOST } });
+  await t.step("without a token it is 401", async () => {
+    const res = await get("");
+    assert.equal(res.status, 401);
+    assert.equal(await errorCode(res), "UNAUTHORIZED");
+  });
+  await t.step("an agent token is not the operator token", async () => {
+    const res = await get(`?token=${CI_TOKEN}`);
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  });
+  await t.step("with the operator token it shows the daemon", async () => {
+    const res = await get(`?token=${OPERATOR_TOKEN}`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", /text\/html/);
+    const html = await res.text();
+    assert.match(html, new RegExp(`Termada ${VERSION}`));
+    assert.match(html, /0 MCP connection/);
+  });
 });
 
 Deno.test("unknown routes answer 404 with a typed error", async () => {
@@ -378,7 +413,7 @@ Deno.test("an MCP session is bound to the agent that opened it", async (t) => {
   assert.equal(tools.length, 13);
 });
 
-Deno.test("a token agent's MCP session refuses another token-less agent on TCP", async () => {
+Deno.test("on TCP an MCP session id without the token is 401", async () => {
   await using t = await testApp();
   await using ci = await connect(t, "tcp", { headers: { authorization: `Bearer ${CI_TOKEN}` } });
   const res = await t.request("tcp", "/mcp", {
@@ -468,6 +503,22 @@ Deno.test("a third MCP session closes the least recently used one", async () => 
   );
   assert.equal((await first.client.listTools()).tools.length, 13);
   assert.equal((await third.client.listTools()).tools.length, 13);
+});
+
+Deno.test("a request without a session that is not initialize evicts no session", async () => {
+  await using t = await testApp({ maxMcpSessions: 2 });
+  await using first = await connect(t, "unix", { headers: { "x-termada-agent": "first" } });
+  await using second = await connect(t, "unix", { headers: { "x-termada-agent": "second" } });
+  const res = await t.request("unix", "/mcp", {
+    method: "POST",
+    headers: { ...JSON_HEADERS, "x-termada-agent": "third" },
+    body: LIST_TOOLS,
+  });
+  assert.equal(res.status, 400);
+  await res.body?.cancel();
+  assert.equal(t.app.mcpSessions, 2);
+  assert.equal((await first.client.listTools()).tools.length, 13);
+  assert.equal((await second.client.listTools()).tools.length, 13);
 });
 
 Deno.test("closing the app ends every MCP session", async () => {

@@ -15,7 +15,15 @@ import {
 } from "../output/mod.ts";
 import { sharedPoller } from "../pty/mod.ts";
 import { argvToScript, scopeScript, type ShellKind } from "../shell/mod.ts";
-import { type Clock, newId, notFound, systemClock, TermadaError, within } from "../shared/mod.ts";
+import {
+  type Clock,
+  newId,
+  notFound,
+  systemClock,
+  TermadaError,
+  toTermadaError,
+  within,
+} from "../shared/mod.ts";
 import { Job, type JobStatus } from "./job.ts";
 import { OneShot, waitDone } from "./oneshot.ts";
 import {
@@ -81,7 +89,56 @@ export interface EngineHooks {
   ): JobSummary[];
 }
 
+/** What the admission gateway is asked before anything runs. */
+export interface AdmissionRequest {
+  owner: string;
+  jobId: string;
+  sessionId: string;
+  command: readonly string[];
+  mode: "foreground" | "background";
+  cwd?: string;
+  env?: Record<string, string>;
+}
+
+/** A line an agent types into a program that reads commands (a shell, an interpreter). */
+export interface InputAdmissionRequest {
+  owner: string;
+  jobId: string;
+  sessionId: string;
+  line: string;
+  /** Command name of the reading process (bash, python3…). */
+  reader: string;
+}
+
+export type AdmissionVerdict = { verdict: "run" } | { verdict: "confirm"; approvalId: string };
+
+/**
+ * The gate every side effect passes (src/control implements it). `admit` throws a TermadaError
+ * to refuse (DENIED_BY_POLICY, STOPPED, AUDIT_UNAVAILABLE); `confirm` parks the job until
+ * `Engine.resolveApproval`.
+ */
+export interface AdmissionHook {
+  admit(req: AdmissionRequest): AdmissionVerdict | Promise<AdmissionVerdict>;
+  admitInput?(req: InputAdmissionRequest): void | Promise<void>;
+}
+
+/** Programs whose stdin lines are commands: a line typed into them is checked like a command. */
+const COMMAND_READERS =
+  /^(ba|z|da|k|tc|c|fi|)sh$|^(python[0-9.]*|node|deno|bun|perl|ruby|irb|php|lua[0-9.]*|R|julia|ghci|psql|mysql|sqlite3|redis-cli|mongo(sh)?|ssh|su|sudo|doas)$/;
+
+export interface PendingApproval {
+  approval_id: string;
+  job_id: string;
+  owner: string;
+  session_id: string;
+  command: string[];
+  mode: "foreground" | "background";
+  requested_at: string;
+}
+
 export interface EngineOptions {
+  /** The admission gateway (policy, approvals, audit); without it everything is admitted. */
+  admission?: AdmissionHook;
   /** Persistence hooks (see EngineHooks). */
   hooks?: EngineHooks;
   /** Private runtime directory: per-session rc files and staged commands, recordings. */
@@ -141,6 +198,7 @@ export interface JobStart {
   session_id: string;
   status: JobStatus;
   mode: "foreground" | "background";
+  approval_id?: string;
 }
 
 export interface JobView {
@@ -160,6 +218,7 @@ export interface JobView {
   awaiting_input?: boolean;
   prompt?: string;
   input_detection?: "kernel" | "heuristic";
+  approval_id?: string;
   cwd?: string;
   duration_ms: number;
   waited_ms?: number;
@@ -207,6 +266,10 @@ export class Engine {
   #closed = false;
   #env: Record<string, string>;
   #hooks: EngineHooks;
+  #parked = new Map<
+    string,
+    { job: Job; script?: string; req: ExecStartInput; session?: Session }
+  >();
 
   constructor(options: EngineOptions) {
     this.#opts = options;
@@ -276,7 +339,15 @@ export class Engine {
   async start(owner: string, input: unknown): Promise<JobStart> {
     const req = parseInput(ExecStartInput, input);
     const job = await this.#launch(owner, req);
-    return { job_id: job.id, session_id: job.sessionId, status: job.status, mode: job.mode };
+    return {
+      job_id: job.id,
+      session_id: job.sessionId,
+      status: job.status,
+      mode: job.mode,
+      ...(job.approvalId && job.status === "pending_approval"
+        ? { approval_id: job.approvalId }
+        : {}),
+    };
   }
 
   /** Starts a job and waits (bounded) for it to end or need input. A deadline never kills. */
@@ -284,7 +355,7 @@ export class Engine {
     const req = parseInput(ExecRunInput, input);
     const t0 = this.#clock.mono();
     const job = await this.#launch(owner, req);
-    const timeoutMs = req.timeout_ms ?? DEFAULT_RUN_WAIT_MS;
+    const timeoutMs = job.status === "pending_approval" ? 0 : req.timeout_ms ?? DEFAULT_RUN_WAIT_MS;
     await waitForJob(job, { exit: true, prompt: true }, {
       timeoutMs,
       fromOffset: 0,
@@ -368,6 +439,17 @@ export class Engine {
     }
     const text = req.input + (req.append_newline === false ? "" : "\r");
     const target = this.#inputTarget(job);
+    const gate = this.#opts.admission;
+    if (gate?.admitInput && job.inputReader && COMMAND_READERS.test(job.inputReader)) {
+      // The reader runs what it is given: the line is a command and passes the gate as one.
+      await gate.admitInput({
+        owner,
+        jobId: job.id,
+        sessionId: job.sessionId,
+        line: req.input,
+        reader: job.inputReader,
+      });
+    }
     if (req.secret) {
       // Registered before the bytes leave, so no echo or later output can carry them.
       target.redactor.addLiteral(req.input);
@@ -447,6 +529,9 @@ export class Engine {
   /** Closes every session and background job. The engine refuses work afterwards. */
   async shutdown(): Promise<void> {
     this.#closed = true;
+    for (const { job } of this.#parked.values()) {
+      job.finish("denied", { reason: "the daemon shut down before an operator decided" });
+    }
     await Promise.all([
       ...[...this.#sessions.values()].map((s) => s.close("daemon shutting down")),
       ...[...this.#oneshots.values()].map((o) => o.close()),
@@ -483,13 +568,27 @@ export class Engine {
       );
     }
     const script = scopeScript(argvToScript(req.command), { cwd: req.cwd, env: req.env });
-    const job = this.#newJob(owner, session.id, req.command, "foreground", session.redactor);
+    const jobId = newId("job");
+    // Hold the session while the gate decides, so no other command slips in between.
+    const job = this.#newJob(owner, session.id, req.command, "foreground", session.redactor, jobId);
     job.cwd = session.cwd;
+    session.reserve(job);
+    let verdict: AdmissionVerdict;
+    try {
+      verdict = await this.#admit(job, req);
+    } catch (err) {
+      session.release(job);
+      throw err;
+    }
+    if (verdict.verdict === "confirm") {
+      this.#park(job, verdict.approvalId, { job, script, req, session });
+      return job;
+    }
     await session.run(job, script);
     return job;
   }
 
-  #launchBackground(owner: string, req: ExecStartInput): Job {
+  async #launchBackground(owner: string, req: ExecStartInput): Promise<Job> {
     let running = 0;
     for (const o of this.#oneshots.values()) if (o.job.owner === owner && !o.job.final) running++;
     if (running >= this.limits.backgroundPerOwner) {
@@ -512,6 +611,16 @@ export class Engine {
       id,
     );
     job.cwd = cwd;
+    const verdict = await this.#admit(job, req);
+    if (verdict.verdict === "confirm") {
+      this.#park(job, verdict.approvalId, { job, req });
+      return job;
+    }
+    this.#startOneShot(job, req, base, cwd);
+    return job;
+  }
+
+  #startOneShot(job: Job, req: ExecStartInput, base: Session | undefined, cwd: string): void {
     const one = OneShot.start(job, {
       argv: req.command,
       shell: base?.shell ?? this.#opts.defaultShell ?? "bash",
@@ -522,7 +631,120 @@ export class Engine {
     });
     this.#oneshots.set(job.id, one);
     job.done.then(() => this.#oneshots.delete(job.id));
-    return job;
+  }
+
+  #park(
+    job: Job,
+    approvalId: string,
+    entry: { job: Job; script?: string; req: ExecStartInput; session?: Session },
+  ): void {
+    job.park(approvalId);
+    this.#parked.set(approvalId, entry);
+    // A parked job that ends another way (session closed, shutdown) leaves nothing behind.
+    job.done.then(() => this.#parked.delete(approvalId));
+  }
+
+  /** Asks the gate; a refusal is recorded as a `denied` job and rethrown with its id. */
+  async #admit(job: Job, req: ExecStartInput): Promise<AdmissionVerdict> {
+    const gate = this.#opts.admission;
+    if (!gate) return { verdict: "run" };
+    try {
+      return await gate.admit({
+        owner: job.owner,
+        jobId: job.id,
+        sessionId: job.sessionId,
+        command: req.command,
+        mode: job.mode,
+        cwd: req.cwd,
+        env: req.env,
+      });
+    } catch (err) {
+      const e = toTermadaError(err);
+      job.finish(e.code === "STOPPED" || e.code === "AUDIT_UNAVAILABLE" ? "failed" : "denied", {
+        reason: e.message,
+      });
+      throw new TermadaError(e.code, e.message, {
+        cause: e,
+        hint: e.hint,
+        retriable: e.retriable,
+        details: { ...e.details, job_id: job.id },
+      });
+    }
+  }
+
+  /**
+   * The operator's decision on a parked job (never reachable by agents: src/control and the
+   * operator API call it). Approved: the job runs once, exactly as requested. Denied or
+   * expired: it ends as `denied` with the reason.
+   */
+  async resolveApproval(
+    approvalId: string,
+    decision: { approve: boolean; by: string; reason?: string },
+  ): Promise<JobView> {
+    const parked = this.#parked.get(approvalId);
+    if (!parked) throw notFound("approval", approvalId);
+    this.#parked.delete(approvalId);
+    const { job, session } = parked;
+    if (!decision.approve) {
+      job.finish("denied", { reason: decision.reason ?? `denied by ${decision.by}` });
+      session?.release(job);
+      return this.#view(job, job.buffer.summary(this.output.resultHeadBytes, 0));
+    }
+    job.unpark();
+    if (job.mode === "background") {
+      const base = parked.req.session === undefined
+        ? undefined
+        : this.#sessions.get(parked.req.session);
+      try {
+        this.#startOneShot(job, parked.req, base, job.cwd ?? this.#defaultCwd());
+      } catch (err) {
+        // OneShot.start already finished the job as failed.
+        void err;
+      }
+    } else if (session && session.state !== "closed" && session.job === job) {
+      try {
+        await session.run(job, parked.script!);
+      } catch (err) {
+        if (!job.final) {
+          job.finish("failed", { reason: `could not start: ${(err as Error).message}` });
+        }
+      }
+    } else if (!job.final) {
+      job.finish("failed", { reason: "its session closed while it waited for approval" });
+    }
+    return this.#view(job, job.buffer.summary(this.output.resultHeadBytes, 0));
+  }
+
+  /** Jobs waiting for an operator, oldest first. */
+  pendingApprovals(): PendingApproval[] {
+    return [...this.#parked.entries()].map(([id, p]) => ({
+      approval_id: id,
+      job_id: p.job.id,
+      owner: p.job.owner,
+      session_id: p.job.sessionId,
+      command: [...p.job.command],
+      mode: p.job.mode,
+      requested_at: new Date(p.job.startedAt).toISOString(),
+    }));
+  }
+
+  /**
+   * The kill switch's engine half: cancels every pending approval and stops every active job of
+   * every owner (INT → TERM → KILL, `graceMs` apart). Resolves with the ids it touched.
+   */
+  async stopAll(
+    graceMs: number,
+    reason: string,
+  ): Promise<{ stopped: string[]; cancelled: string[] }> {
+    const cancelled: string[] = [];
+    for (const id of [...this.#parked.keys()]) {
+      cancelled.push(id);
+      await this.resolveApproval(id, { approve: false, by: "system", reason });
+    }
+    const active = this.#jobOrder.filter((j) => !j.final);
+    await Promise.all(active.map((j) => this.#stop(j, graceMs, "killed")));
+    for (const j of active) if (!j.final) j.finish("killed", { reason });
+    return { stopped: active.map((j) => j.id), cancelled };
   }
 
   #newJob(
@@ -587,6 +809,15 @@ export class Engine {
 
   async #stop(job: Job, graceMs: number, status: "killed" | "timed_out"): Promise<void> {
     if (job.final) return;
+    if (job.status === "pending_approval" && job.approvalId) {
+      // Nothing runs yet: withdrawing the request is all a kill means.
+      await this.resolveApproval(job.approvalId, {
+        approve: false,
+        by: job.owner,
+        reason: "withdrawn before an operator decided",
+      });
+      return;
+    }
     const one = this.#oneshots.get(job.id);
     if (one) await one.stop(graceMs, status);
     else {
@@ -656,6 +887,7 @@ export class Engine {
       if (job.inputSource) v.input_detection = job.inputSource;
     }
     if (job.cwd !== undefined) v.cwd = job.cwd;
+    if (job.status === "pending_approval" && job.approvalId) v.approval_id = job.approvalId;
     return v;
   }
 

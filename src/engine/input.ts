@@ -24,6 +24,9 @@ const PROMPT_HINT =
 export interface InputState {
   awaiting: boolean;
   source: "kernel" | "heuristic";
+  /** The process reading the terminal, when known (its command name decides whether a line
+   * written to it is a command for the policy: shells and interpreters). */
+  reader?: { pid: number; comm: string };
 }
 
 /**
@@ -42,11 +45,18 @@ export function detectInput(pty: Pty, root: number, pending: string): InputState
     procReadable = true;
     if (READ_SYSCALLS.has(sc.nr)) {
       const target = readLink(`/proc/${pid}/fd/${sc.arg0}`);
-      if (target === tty || target === "/dev/tty") return { awaiting: true, source: "kernel" };
+      if (target === tty || target === "/dev/tty") {
+        return {
+          awaiting: true,
+          source: "kernel",
+          reader: { pid, comm: procStat(pid)?.comm ?? "?" },
+        };
+      }
     } else if (WAIT_SYSCALLS.has(sc.nr) && PROMPT_HINT.test(pending)) {
       const stdin = readLink(`/proc/${pid}/fd/0`);
-      if (stdin === tty && procStat(pid)?.state === "S") {
-        return { awaiting: true, source: "heuristic" };
+      const st = procStat(pid);
+      if (stdin === tty && st?.state === "S") {
+        return { awaiting: true, source: "heuristic", reader: { pid, comm: st.comm } };
       }
     }
   }
@@ -70,11 +80,18 @@ export class InputWatcher {
   #root: number;
   #current: () => Job | undefined;
 
-  /** `current` returns the job to watch, or undefined when nothing should be checked now. */
-  constructor(pty: Pty, root: number, current: () => Job | undefined) {
+  #rootIsHost: boolean;
+
+  /**
+   * `current` returns the job to watch, or undefined when nothing should be checked now.
+   * `rootIsHost`: the root is the session's own shell, so its reading (the `read` builtin) is a
+   * prompt of the job, not a command line; only a program the job started counts as a reader.
+   */
+  constructor(pty: Pty, root: number, current: () => Job | undefined, rootIsHost = false) {
     this.#pty = pty;
     this.#root = root;
     this.#current = current;
+    this.#rootIsHost = rootIsHost;
   }
 
   /** Output arrived or input was written: check again soon. */
@@ -99,7 +116,10 @@ export class InputWatcher {
     if (!job || job.final || job.status === "awaiting_input") return;
     const pending = job.pendingText();
     const st = detectInput(this.#pty, this.#root, pending);
-    if (st.awaiting) job.setAwaitingInput(pending, st.source);
+    const reader = st.reader && !(this.#rootIsHost && st.reader.pid === this.#root)
+      ? st.reader.comm
+      : undefined;
+    if (st.awaiting) job.setAwaitingInput(pending, st.source, reader);
     else this.#schedule(Math.min(this.#delay * 2, INPUT_CHECK_MAX_MS));
   }
 }

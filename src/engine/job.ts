@@ -76,6 +76,10 @@ export class Job {
   prompt: string | undefined;
   /** How awaiting_input was decided: "kernel" (exact) or "heuristic". */
   inputSource: "kernel" | "heuristic" | undefined;
+  /** Command name of the process waiting for input (bash, python3, ssh…), when known. */
+  inputReader: string | undefined;
+  /** Set while the job waits for an operator's decision. */
+  approvalId: string | undefined;
   /** Set when Termada itself is ending the job (kill/limit): the final status to report. */
   stopping: { status: "killed" | "timed_out"; signal: string } | undefined;
   readonly buffer: OutputReader;
@@ -199,12 +203,28 @@ export class Job {
     if (rest.length > 0) this.#append(this.#redactor.redact(rest));
   }
 
-  setAwaitingInput(prompt: string, source: "kernel" | "heuristic"): void {
-    if (this.final || this.status === "awaiting_input") return;
+  setAwaitingInput(prompt: string, source: "kernel" | "heuristic", reader?: string): void {
+    if (this.final || this.status !== "running") return;
     this.commitPending();
     this.status = "awaiting_input";
     this.prompt = prompt;
     this.inputSource = source;
+    this.inputReader = reader;
+    this.#notify();
+  }
+
+  /** Parks the job until an operator decides (policy said confirm). */
+  park(approvalId: string): void {
+    if (this.final) return;
+    this.status = "pending_approval";
+    this.approvalId = approvalId;
+    this.#notify();
+  }
+
+  /** The operator approved: the job runs now. */
+  unpark(): void {
+    if (this.status !== "pending_approval") return;
+    this.status = "running";
     this.#notify();
   }
 
@@ -213,6 +233,7 @@ export class Job {
     if (this.status !== "awaiting_input") return;
     this.status = "running";
     this.prompt = undefined;
+    this.inputReader = undefined;
     this.#notify();
   }
 

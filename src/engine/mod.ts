@@ -4,6 +4,9 @@
  * It does not decide whether something may run (that is src/control) nor speak MCP/HTTP.
  */
 export {
+  type AdmissionHook,
+  type AdmissionRequest,
+  type AdmissionVerdict,
   type CallOptions,
   DEFAULT_LIMITS,
   DEFAULT_OUTPUT,
@@ -12,9 +15,11 @@ export {
   type EngineLimits,
   type EngineOptions,
   type EngineOutputOptions,
+  type InputAdmissionRequest,
   type JobStart,
   type JobSummary,
   type JobView,
+  type PendingApproval,
   type SessionInfo,
 } from "./engine.ts";
 export { FINAL_STATUSES, Job, type JobRecord, type JobStatus, type OutputReader } from "./job.ts";

@@ -138,7 +138,7 @@ export class Session {
         hint: "Check that the shell is installed and the directory exists",
       });
     }
-    s.#input = new InputWatcher(s.#pty, s.#pty.pid, () => (s.#zone ? s.job : undefined));
+    s.#input = new InputWatcher(s.#pty, s.#pty.pid, () => (s.#zone ? s.job : undefined), true);
     s.#pty.setSink((c) => s.#onData(c), () => s.#onOutputEnd());
     s.#pty.exited.then(() => s.#onShellExit());
     const first = await within(s.#ready.promise.then(() => "ready" as const), opts.startTimeoutMs);
@@ -166,13 +166,32 @@ export class Session {
   }
 
   /** Types a job's command into the shell. The caller checked the session is ready. */
-  async run(job: Job, script: string): Promise<void> {
+  /** Holds the session for a job that waits for approval: no other command runs meanwhile. */
+  reserve(job: Job): void {
     if (this.state !== "ready") throw new Error(`session ${this.id} is ${this.state}`);
+    this.state = "busy";
+    this.job = job;
+    this.#ready = Promise.withResolvers();
+  }
+
+  /** Gives a reservation back (the job was denied or cancelled). */
+  release(job: Job): void {
+    if (this.job !== job || this.#sent || this.#zone || this.state !== "busy") return;
+    this.job = undefined;
+    this.state = "ready";
+    this.#ready.resolve();
+  }
+
+  async run(job: Job, script: string): Promise<void> {
+    const reserved = this.state === "busy" && this.job === job && !this.#sent && !this.#zone;
+    if (this.state !== "ready" && !reserved) {
+      throw new Error(`session ${this.id} is ${this.state}`);
+    }
     this.state = "busy";
     this.job = job;
     this.#sent = true;
     this.#zone = false;
-    this.#ready = Promise.withResolvers();
+    if (!reserved) this.#ready = Promise.withResolvers();
     this.#stagePath ??= `${this.#opts.dir}/cmd.sh`;
     const typed = typedCommand(this.shell, script, this.#stagePath);
     if (typed.staged !== undefined) {

@@ -45,6 +45,7 @@ const JobOut = z.object({
   awaiting_input: z.boolean().optional(),
   prompt: z.string().optional(),
   input_detection: z.enum(["kernel", "heuristic"]).optional(),
+  approval_id: z.string().optional(),
   cwd: z.string().optional(),
   duration_ms: z.number(),
   waited_ms: z.number().optional(),
@@ -86,7 +87,13 @@ export function renderJob(r: Record<string, unknown>): string {
     lines.push(`[… ${v.omitted_bytes} bytes omitted; page them with exec_poll from next_cursor …]`);
     lines.push(v.tail.replace(/\n$/, ""));
   }
-  if (v.awaiting_input) {
+  if (v.status === "pending_approval") {
+    lines.push(
+      `[waiting for an operator to approve ${
+        v.approval_id ?? ""
+      }: check later with exec_poll/exec_wait ${v.job_id}]`,
+    );
+  } else if (v.awaiting_input) {
     lines.push(
       `[waiting for input at prompt ${JSON.stringify(v.prompt ?? "")}: answer with exec_write]`,
     );
@@ -135,9 +142,13 @@ export const TOOLS: readonly ToolDef[] = [
       session_id: z.string(),
       status: z.string(),
       mode: z.string(),
+      approval_id: z.string().optional(),
     }),
     run: async (c, a) => ({ ...(await c.engine.start(c.agent, a)) }),
-    render: (r) => `${r.status} · ${r.job_id} · ${r.session_id} · started (${r.mode})`,
+    render: (r) =>
+      r.status === "pending_approval"
+        ? `pending_approval · ${r.job_id} · ${r.session_id} · waiting for an operator (${r.approval_id})`
+        : `${r.status} · ${r.job_id} · ${r.session_id} · started (${r.mode})`,
   },
   jobTool(
     "exec_poll",

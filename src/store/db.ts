@@ -37,6 +37,22 @@ export interface SessionRow {
   close_reason: string | null;
 }
 
+export interface ApprovalRow {
+  id: string;
+  job_id: string;
+  owner: string;
+  session_id: string;
+  command: string[];
+  rule: string | null;
+  reason: string | null;
+  status: "pending" | "approved" | "denied" | "expired";
+  requested_at: number;
+  expires_at: number;
+  decided_by: string | null;
+  decision_reason: string | null;
+  decided_at: number | null;
+}
+
 export interface JobRow {
   id: string;
   owner: string;
@@ -122,6 +138,24 @@ const MIGRATIONS: readonly string[] = [
   ) STRICT;
   CREATE INDEX jobs_owner_started ON jobs (owner, started_at);
   CREATE INDEX jobs_status ON jobs (status);
+  `,
+  `
+  CREATE TABLE approvals (
+    id           TEXT PRIMARY KEY,
+    job_id       TEXT NOT NULL,
+    owner        TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    command      TEXT NOT NULL CHECK (json_valid(command)),
+    rule         TEXT,
+    reason       TEXT,
+    status       TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
+    requested_at INTEGER NOT NULL,
+    expires_at   INTEGER NOT NULL,
+    decided_by   TEXT,
+    decision_reason TEXT,
+    decided_at   INTEGER
+  ) STRICT;
+  CREATE INDEX approvals_status ON approvals (status, requested_at);
   `,
 ];
 
@@ -267,6 +301,24 @@ function toSession(r: Row): SessionRow {
   };
 }
 
+function toApproval(r: Row): ApprovalRow {
+  return {
+    id: str(r.id),
+    job_id: str(r.job_id),
+    owner: str(r.owner),
+    session_id: str(r.session_id),
+    command: JSON.parse(str(r.command)) as string[],
+    rule: strOrNull(r.rule),
+    reason: strOrNull(r.reason),
+    status: str(r.status) as ApprovalRow["status"],
+    requested_at: num(r.requested_at),
+    expires_at: num(r.expires_at),
+    decided_by: strOrNull(r.decided_by),
+    decision_reason: strOrNull(r.decision_reason),
+    decided_at: numOrNull(r.decided_at),
+  };
+}
+
 function toJob(r: Row): JobRow {
   return {
     id: str(r.id),
@@ -379,6 +431,13 @@ export class Store {
   readonly #orphanJobs: StatementSync;
   readonly #closeSessions: StatementSync;
   readonly #pruneJobs: StatementSync;
+  readonly #insertApproval: StatementSync;
+  readonly #decideApproval: StatementSync;
+  readonly #getApproval: StatementSync;
+  readonly #listApprovals: StatementSync;
+  readonly #listPendingApprovals: StatementSync;
+  readonly #expireApprovals: StatementSync;
+  readonly #denyParkedJobs: StatementSync;
 
   private constructor(db: DatabaseSync, clock: Clock) {
     this.#db = db;
@@ -445,6 +504,84 @@ export class Store {
          ORDER BY started_at DESC, rowid DESC LIMIT -1 OFFSET :keep
        ) RETURNING id`,
     );
+    this.#insertApproval = p(
+      `INSERT INTO approvals (id, job_id, owner, session_id, command, rule, reason, status,
+         requested_at, expires_at)
+       VALUES (:id, :job_id, :owner, :session_id, :command, :rule, :reason, 'pending',
+         :requested_at, :expires_at)`,
+    );
+    this.#decideApproval = p(
+      `UPDATE approvals SET status = :status, decided_by = :decided_by,
+         decision_reason = :decision_reason, decided_at = :decided_at
+       WHERE id = :id AND status = 'pending' RETURNING id`,
+    );
+    this.#getApproval = p(`SELECT * FROM approvals WHERE id = :id`);
+    this.#listApprovals = p(`SELECT * FROM approvals ORDER BY requested_at DESC LIMIT :limit`);
+    this.#listPendingApprovals = p(
+      `SELECT * FROM approvals WHERE status = 'pending' ORDER BY requested_at LIMIT :limit`,
+    );
+    this.#expireApprovals = p(
+      `UPDATE approvals SET status = 'expired', decided_by = 'system',
+         decision_reason = :reason, decided_at = :now
+       WHERE status = 'pending' RETURNING id`,
+    );
+    this.#denyParkedJobs = p(
+      `UPDATE jobs SET status = 'denied', reason = :reason, ended_at = :now
+       WHERE status = 'pending_approval' RETURNING id`,
+    );
+  }
+
+  /** Records an approval request (the job waits as pending_approval). */
+  insertApproval(
+    a: Omit<ApprovalRow, "status" | "decided_by" | "decision_reason" | "decided_at">,
+  ): void {
+    const params: Params = {
+      id: checkId("approval id", a.id),
+      job_id: checkId("job id", a.job_id),
+      owner: checkId("approval owner", a.owner),
+      session_id: checkId("session id", a.session_id),
+      command: checkCommand(a.command),
+      rule: a.rule === null ? null : checkText("approval rule", a.rule),
+      reason: a.reason === null ? null : checkText("approval reason", a.reason),
+      requested_at: checkInt("requested_at", a.requested_at, 0),
+      expires_at: checkInt("expires_at", a.expires_at, 0),
+    };
+    this.#run(`record approval "${a.id}"`, () => this.#insertApproval.run(params));
+  }
+
+  /** Decides a pending approval; false when it was not pending (already decided or unknown). */
+  decideApproval(
+    id: string,
+    d: {
+      status: "approved" | "denied" | "expired";
+      decided_by: string;
+      decision_reason: string | null;
+    },
+  ): boolean {
+    const params: Params = {
+      id: checkId("approval id", id),
+      status: d.status,
+      decided_by: checkText("decided_by", d.decided_by),
+      decision_reason: d.decision_reason === null
+        ? null
+        : checkText("decision reason", d.decision_reason),
+      decided_at: this.#clock.now(),
+    };
+    return this.#run(
+      `decide approval "${id}"`,
+      () => this.#decideApproval.all(params).length === 1,
+    );
+  }
+
+  getApproval(id: string): ApprovalRow | undefined {
+    const row = this.#run(`read approval "${id}"`, () => this.#getApproval.get({ id }));
+    return row ? toApproval(row as Row) : undefined;
+  }
+
+  listApprovals(filter: { pending?: boolean; limit: number }): ApprovalRow[] {
+    const params: Params = { limit: checkInt("limit", filter.limit, 1, 10_000) };
+    const stmt = filter.pending ? this.#listPendingApprovals : this.#listApprovals;
+    return this.#run("list approvals", () => stmt.all(params).map((r) => toApproval(r as Row)));
   }
 
   /**
@@ -677,10 +814,23 @@ export class Store {
    * with `reason`, ended_at now; every open session becomes closed with close_reason. One
    * transaction.
    */
-  recover(reason: string): { orphanedJobs: string[]; closedSessions: string[] } {
-    const params: Params = { reason: checkText("recovery reason", reason), now: this.#clock.now() };
+  recover(reason: string): {
+    orphanedJobs: string[];
+    closedSessions: string[];
+    expiredApprovals: string[];
+    deniedJobs: string[];
+  } {
+    const now = this.#clock.now();
+    const params: Params = { reason: checkText("recovery reason", reason), now };
+    const expiry: Params = {
+      reason: "approval expired: the daemon restarted before an operator decided",
+      now,
+    };
     return this.#run("recover jobs and sessions", () =>
       this.#transaction(() => ({
+        // Jobs parked for approval never ran: they are denied (their session is gone), not orphaned.
+        expiredApprovals: this.#expireApprovals.all(expiry).map((r) => str((r as Row).id)),
+        deniedJobs: this.#denyParkedJobs.all(expiry).map((r) => str((r as Row).id)),
         orphanedJobs: this.#orphanJobs.all(params).map((r) => str((r as Row).id)),
         closedSessions: this.#closeSessions.all(params).map((r) => str((r as Row).id)),
       })));

@@ -358,7 +358,10 @@ Deno.test("recover orphans unfinished jobs and closes open sessions in one go", 
     clock.set(5000);
     using store = Store.open(path, { clock });
     const result = store.recover("daemon restarted");
-    assert.deepEqual(result.orphanedJobs.sort(), ["job_appr", "job_run", "job_wait"]);
+    assert.deepEqual(result.orphanedJobs.sort(), ["job_run", "job_wait"]);
+    // A job parked for approval never ran: it is denied, not orphaned.
+    assert.deepEqual(result.deniedJobs, ["job_appr"]);
+    assert.equal(store.getJob("job_appr")!.status, "denied");
     assert.deepEqual(result.closedSessions, ["ses_open"]);
     for (const id of result.orphanedJobs) {
       const j = store.getJob(id)!;
@@ -373,7 +376,12 @@ Deno.test("recover orphans unfinished jobs and closes open sessions in one go", 
       "daemon restarted",
     ]);
     assert.equal(store.getSession("ses_closed")!.close_reason, "bye");
-    assert.deepEqual(store.recover("again"), { orphanedJobs: [], closedSessions: [] });
+    assert.deepEqual(store.recover("again"), {
+      orphanedJobs: [],
+      closedSessions: [],
+      expiredApprovals: [],
+      deniedJobs: [],
+    });
   });
 });
 
@@ -399,4 +407,54 @@ Deno.test("pruneJobs keeps the newest finished jobs and never deletes active one
     ]);
     assert.equal(store.getJob("job_bob")?.status, "exited", "other owners untouched");
   });
+});
+
+Deno.test("approvals are recorded, decided once, and expire at recovery", () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    using store = Store.open(`${dir}/t.db`);
+    const base = {
+      job_id: "job_aaaaaaaaaaaa",
+      owner: "alice",
+      session_id: "ses_x",
+      command: ["rm", "-rf", "build"],
+      rule: "rm *",
+      reason: "confirm rule",
+      requested_at: 1,
+      expires_at: 2,
+    };
+    store.insertApproval({ id: "apr_1", ...base });
+    store.insertApproval({ id: "apr_2", ...base, job_id: "job_bbbbbbbbbbbb" });
+    assert.deepEqual(store.listApprovals({ pending: true, limit: 10 }).map((a) => a.id), [
+      "apr_1",
+      "apr_2",
+    ]);
+    assert.equal(
+      store.decideApproval("apr_1", {
+        status: "approved",
+        decided_by: "operator:cli",
+        decision_reason: "ok",
+      }),
+      true,
+    );
+    assert.equal(
+      store.decideApproval("apr_1", {
+        status: "denied",
+        decided_by: "operator:cli",
+        decision_reason: null,
+      }),
+      false,
+      "decided once",
+    );
+    const a = store.getApproval("apr_1")!;
+    assert.deepEqual([a.status, a.decided_by, a.decision_reason], [
+      "approved",
+      "operator:cli",
+      "ok",
+    ]);
+    assert.deepEqual(store.recover("restart").expiredApprovals, ["apr_2"]);
+    assert.equal(store.getApproval("apr_2")!.status, "expired");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
 });

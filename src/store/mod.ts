@@ -9,6 +9,7 @@
 export {
   ACTIVE_JOB_STATUSES,
   type AgentRow,
+  type ApprovalRow,
   type JobRow,
   MAX_COMMAND_JSON_BYTES,
   MAX_ID_LENGTH,

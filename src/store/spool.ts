@@ -9,10 +9,13 @@
  * pool, which the PTY poller needs.
  */
 import {
-  decodeCursor,
-  encodeCursor,
+  type ByteSource,
+  completeEnd,
+  isCont,
   MAX_PAGE_BYTES,
   type Page,
+  readPage,
+  summarize,
   type Summary,
 } from "../output/mod.ts";
 import { invalidArgument, logger, TermadaError } from "../shared/mod.ts";
@@ -37,17 +40,8 @@ const SEGMENT = /^seg-(0|[1-9][0-9]{0,12})$/;
 const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 const encoder = new TextEncoder();
 const log = logger("store");
-
-const isCont = (b: number): boolean => (b & 0xc0) === 0x80;
-
-/** Expected length of a UTF-8 sequence from its lead byte (1 for ASCII and invalid leads). */
-function utf8Length(lead: number): number {
-  if (lead < 0xc0) return 1;
-  if (lead < 0xe0) return 2;
-  if (lead < 0xf0) return 3;
-  if (lead < 0xf8) return 4;
-  return 1;
-}
+/** Bytes read around a lone byteAt, enough for every look-around of the paging rules. */
+const PEEK = 8;
 
 /** Validates a job id before it becomes part of a path (no traversal, no surprises). */
 function jobDir(spoolDir: string, jobId: string, action: string): string {
@@ -307,9 +301,10 @@ interface Range {
 /**
  * Reads a spool written earlier (typically after a restart). It is a snapshot of what was on disk
  * when opened and is final: reading to its end gives hasMore false, even for a spool whose writer
- * crashed. Pages follow CursorBuffer.read exactly, so a cursor keeps its meaning across a restart.
+ * crashed. Pages follow the same rules as CursorBuffer (readPage and summarize over a ByteSource), so
+ * a cursor keeps its meaning across a restart.
  */
-export class SpoolReader {
+export class SpoolReader implements ByteSource {
   readonly #dir: string;
   readonly #jobId: string;
   readonly #segmentBytes: number;
@@ -317,6 +312,9 @@ export class SpoolReader {
   readonly #complete: boolean;
   /** Readable bytes, ascending, disjoint, trimmed to whole characters at each gap. */
   readonly #ranges: Range[];
+  /** Bytes around the last byteAt, from offset #peekStart: one file read serves a page end. */
+  #peek: Uint8Array = new Uint8Array(0);
+  #peekStart = 0;
 
   private constructor(
     dir: string,
@@ -411,85 +409,19 @@ export class SpoolReader {
     return this.#complete;
   }
 
+  /** A snapshot is final: always true (see complete for how the writer stopped). */
+  get ended(): boolean {
+    return true;
+  }
+
   /** One page from cursor (default: the start); same rules as CursorBuffer.read on ended output. */
   read(cursor?: string, maxBytes: number = MAX_PAGE_BYTES): Page {
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
-      throw invalidArgument(
-        `Cannot read output: maxBytes must be a positive integer, got ${maxBytes}`,
-      );
-    }
-    const limit = Math.min(maxBytes, MAX_PAGE_BYTES);
-    let x = cursor === undefined ? 0 : decodeCursor(cursor);
-    if (x > this.#total) {
-      throw invalidArgument(
-        `Cannot read from cursor "${cursor}": it is beyond the end of the output (${this.#total} bytes)`,
-        "Pass a nextCursor returned by an earlier read of this output",
-      );
-    }
-    let gap: Page["gap"];
-    if (!this.#available(x)) {
-      const to = this.#gapEnd(x);
-      gap = { fromOffset: x, toOffset: to, droppedBytes: to - x };
-      x = to;
-    }
-    const avail = this.#contiguousEnd(x);
-    const e = Math.min(x + limit, avail);
-    const bytes = this.#bytes(x, Math.min(avail, e + 4));
-    const end = pageEnd(bytes, x, e, avail, true);
-    const page: Page = {
-      output: decoder.decode(bytes.subarray(0, end - x)),
-      nextCursor: encodeCursor(end),
-      hasMore: end < this.#total,
-    };
-    if (gap) page.gap = gap;
-    return page;
+    return readPage(this, cursor, maxBytes);
   }
 
   /** Head + tail with the omitted byte count; same rules as CursorBuffer.summary on ended output. */
   summary(headLimit: number, tailLimit: number): Summary {
-    checkLimit("headLimit", headLimit);
-    checkLimit("tailLimit", tailLimit);
-    const total = this.#total;
-    const avail0 = this.#contiguousEnd(0);
-    if (avail0 === total && total <= headLimit + tailLimit) {
-      return {
-        output: decoder.decode(this.#bytes(0, total)),
-        nextCursor: encodeCursor(total),
-        hasMore: false,
-      };
-    }
-    const e = Math.min(headLimit, avail0);
-    const headBytes = this.#bytes(0, Math.min(avail0, e + 4));
-    const head = pageEnd(headBytes, 0, e, avail0, false);
-    // The tail must be contiguous up to the end: it starts in the last range at the earliest.
-    const last = this.#ranges[this.#ranges.length - 1];
-    let tailStart = Math.max(head, total - tailLimit);
-    let tail: Uint8Array;
-    if (!last || last.end !== total) {
-      tailStart = total;
-      tail = new Uint8Array(0);
-    } else if (tailStart < last.start) {
-      tailStart = last.resume;
-      tail = this.#bytes(tailStart, total);
-    } else {
-      tail = this.#bytes(tailStart, total);
-      let k = 0;
-      while (k < 3 && k < tail.length && isCont(tail[k]!)) k++;
-      tailStart += k;
-      tail = tail.subarray(k);
-    }
-    const summary: Summary = {
-      output: decoder.decode(headBytes.subarray(0, head)),
-      tail: decoder.decode(tail),
-      omittedBytes: tailStart - head,
-      nextCursor: encodeCursor(head),
-      hasMore: true,
-    };
-    if (!this.#available(head)) {
-      const to = this.#gapEnd(head);
-      summary.gap = { fromOffset: head, toOffset: to, droppedBytes: to - head };
-    }
-    return summary;
+    return summarize(this, { headLimit, tailLimit });
   }
 
   /**
@@ -509,13 +441,7 @@ export class SpoolReader {
       }
       if (end < total && end > start) {
         const from = Math.max(start, end - 4);
-        const b = this.#bytes(from, end);
-        for (let k = end - 1; k >= from; k--) {
-          const lead = b[k - from]!;
-          if (isCont(lead)) continue;
-          if (end - k < utf8Length(lead)) end = k;
-          break;
-        }
+        end = from + completeEnd(this.#bytes(from, end), 0, end - from);
       }
       if (end > start) this.#ranges.push({ start, resume: Math.min(resume, end), end });
     }
@@ -526,20 +452,44 @@ export class SpoolReader {
     return undefined;
   }
 
+  // ByteSource: how readPage and summarize see the ranges on disk.
+
   /** Offset x can be read (or is the end). */
-  #available(x: number): boolean {
+  available(x: number): boolean {
     return x === this.#total || this.#rangeOf(x) !== undefined;
   }
 
   /** Where readable bytes from x stop being contiguous (x itself if x cannot be read). */
-  #contiguousEnd(x: number): number {
+  contiguousEnd(x: number): number {
     return this.#rangeOf(x)?.end ?? x;
   }
 
   /** First readable offset after x (the end when nothing after x is left). */
-  #gapEnd(x: number): number {
+  gapEnd(x: number): number {
     for (const r of this.#ranges) if (r.start > x) return r.resume;
     return this.#total;
+  }
+
+  /** The last range when it reaches the end (a damaged spool may have lost its last bytes). */
+  lastRun(): Range | undefined {
+    const last = this.#ranges[this.#ranges.length - 1];
+    return last?.end === this.#total ? last : undefined;
+  }
+
+  /** The byte at a readable offset; reads a few bytes around it, within its range, at once. */
+  byteAt(x: number): number {
+    const i = x - this.#peekStart;
+    if (i >= 0 && i < this.#peek.length) return this.#peek[i]!;
+    const r = this.#rangeOf(x);
+    const from = r ? Math.max(r.start, x - PEEK) : x;
+    this.#peek = this.#bytes(from, r ? Math.min(r.end, x + PEEK) : x + 1);
+    this.#peekStart = from;
+    return this.#peek[x - from]!;
+  }
+
+  /** Text of readable, contiguous bytes [from, to). */
+  decode(from: number, to: number): string {
+    return decoder.decode(this.#bytes(from, to));
   }
 
   /** Bytes [from, to) from the segment files; they must be on disk. */
@@ -581,34 +531,6 @@ export class SpoolReader {
       pos += want;
     }
     return out;
-  }
-}
-
-/**
- * CursorBuffer's page-end rule on ended output. `bytes` holds offsets [x, min(avail, e + 4)).
- * Moves e (x < e ≤ avail) so it does not split a character; with grow, a character longer than the
- * page is returned whole (progress); without, the end only backs off.
- */
-function pageEnd(bytes: Uint8Array, x: number, e: number, avail: number, grow: boolean): number {
-  if (e <= x) return x;
-  if (e >= avail) return e; // ranges already end on whole characters where a gap follows
-  const at = (off: number) => bytes[off - x]!;
-  if (!isCont(at(e))) return e;
-  let k = e - 1;
-  for (let steps = 0; k > x && steps < 3 && isCont(at(k)); steps++) k--;
-  const lead = at(k);
-  if (isCont(lead) || k + utf8Length(lead) <= e) return e; // invalid UTF-8: any cut will do
-  if (k > x) return k;
-  if (!grow) return x;
-  let end = x + 1;
-  const stop = Math.min(avail, x + utf8Length(lead));
-  while (end < stop && isCont(at(end))) end++;
-  return end;
-}
-
-function checkLimit(name: string, value: number): void {
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw invalidArgument(`Cannot summarize output: ${name} must be a non-negative integer`);
   }
 }
 

@@ -1,0 +1,158 @@
+import assert from "node:assert/strict";
+import { rejectsWith, testEngine } from "../engine/_test_util.ts";
+import { Gateway, type PolicyVerdict } from "./mod.ts";
+
+/** A policy by substring: "forbidden" → deny, "needs-ok" → confirm, else allow. */
+function policy(text: string): PolicyVerdict {
+  if (text.includes("forbidden")) {
+    return {
+      action: "deny",
+      reason: `denied by rule "*forbidden*" for "${text}"`,
+      rule: { list: "deny", pattern: "*forbidden*" },
+    };
+  }
+  if (text.includes("needs-ok")) {
+    return {
+      action: "confirm",
+      reason: `confirm by rule "*needs-ok*"`,
+      rule: { list: "confirm", pattern: "*needs-ok*" },
+    };
+  }
+  return { action: "allow", reason: "allowed" };
+}
+
+function harness(opts: { failAudit?: () => boolean; confirmTimeoutMs?: number } = {}) {
+  const events: { actor: string; event: string; data: Record<string, unknown> }[] = [];
+  const approvals = new Map<string, string>();
+  const gateway = new Gateway({
+    policy: {
+      decide: (_a, cmd) => policy(cmd.join(" ")),
+      decideLine: (_a, line) => policy(line),
+    },
+    audit: {
+      append(actor, event, data = {}) {
+        if (opts.failAudit?.()) throw new Error("disk full");
+        events.push({ actor: `${actor.kind}:${actor.id}`, event, data });
+      },
+    },
+    approvals: {
+      insertApproval: (a) => void approvals.set(a.id, "pending"),
+      decideApproval(id, d) {
+        if (approvals.get(id) !== "pending") return false;
+        approvals.set(id, d.status);
+        return true;
+      },
+    },
+    confirmTimeoutMs: opts.confirmTimeoutMs,
+  });
+  return { gateway, events, approvals };
+}
+
+const OP = { kind: "operator" as const, id: "cli" };
+
+Deno.test("the gateway audits the intent before an allowed job runs", async () => {
+  const h = harness();
+  await using te = await testEngine({ admission: h.gateway });
+  h.gateway.attach(te.engine);
+  const r = await te.engine.run("a", { command: ["echo", "ok"] });
+  assert.equal(r.output, "ok\n");
+  assert.deepEqual(h.events.map((e) => e.event), ["job.requested"]);
+  assert.equal(h.events[0]!.data.job_id, r.job_id);
+  assert.equal(h.events[0]!.actor, "agent:a");
+  h.gateway.close();
+});
+
+Deno.test("a policy denial is audited and nothing runs", async () => {
+  const h = harness();
+  await using te = await testEngine({ admission: h.gateway });
+  h.gateway.attach(te.engine);
+  await rejectsWith(() => te.engine.run("a", { command: ["touch forbidden"] }), "DENIED_BY_POLICY");
+  assert.deepEqual(h.events.map((e) => e.event), ["policy.denied"]);
+  assert.throws(() => Deno.statSync(`${te.dir}/forbidden`), Deno.errors.NotFound);
+  h.gateway.close();
+});
+
+Deno.test("if the audit cannot be written, nothing runs", async () => {
+  const h = harness({ failAudit: () => true });
+  await using te = await testEngine({ admission: h.gateway });
+  h.gateway.attach(te.engine);
+  await rejectsWith(() => te.engine.run("a", { command: ["touch made-it"] }), "AUDIT_UNAVAILABLE");
+  assert.throws(() => Deno.statSync(`${te.dir}/made-it`), Deno.errors.NotFound);
+  h.gateway.close();
+});
+
+Deno.test("confirm → approve runs once; deny and expiry end the job as denied", async () => {
+  const h = harness({ confirmTimeoutMs: 200 });
+  await using te = await testEngine({ admission: h.gateway });
+  h.gateway.attach(te.engine);
+  const e = te.engine;
+  const a = await e.run("a", { command: ["echo needs-ok-1"] });
+  assert.equal(a.status, "pending_approval");
+  assert.equal(h.approvals.get(a.approval_id!), "pending");
+  await h.gateway.approve(a.approval_id!, OP, "looks fine");
+  assert.equal((await e.wait("a", { job_id: a.job_id, timeout_ms: 5000 })).output, "needs-ok-1\n");
+  await rejectsWith(() => h.gateway.approve(a.approval_id!, OP), "NOT_FOUND");
+
+  const b = await e.start("b", { command: ["echo needs-ok-2"] });
+  await h.gateway.deny(b.approval_id!, OP, "no");
+  const bv = await e.poll("b", { job_id: b.job_id });
+  assert.equal(bv.status, "denied");
+  assert.match(bv.reason ?? "", /denied by operator:cli: no/);
+
+  const c = await e.start("c", { command: ["echo needs-ok-3"] });
+  const cv = await e.wait("c", { job_id: c.job_id, timeout_ms: 5000 });
+  assert.equal(cv.status, "denied");
+  assert.match(cv.reason ?? "", /expired/);
+  assert.equal(h.approvals.get(c.approval_id!), "expired");
+  const kinds = h.events.map((x) => x.event);
+  assert.deepEqual(kinds, [
+    "approval.requested",
+    "approval.resolved",
+    "approval.requested",
+    "approval.resolved",
+    "approval.requested",
+    "approval.resolved",
+  ]);
+  assert.equal(h.events[1]!.actor, "operator:cli");
+  h.gateway.close();
+});
+
+Deno.test("stop-all: barrier refuses new work, running jobs stop, approvals are cancelled", async () => {
+  const h = harness();
+  await using te = await testEngine({ admission: h.gateway });
+  h.gateway.attach(te.engine);
+  const e = te.engine;
+  const running = await e.start("a", { command: ["sleep 30"] });
+  const pending = await e.start("b", { command: ["echo needs-ok"] });
+  const r = await h.gateway.stopAll(OP, { barrierMs: 60_000, graceMs: 200 });
+  assert.deepEqual(r.cancelled_approvals, [pending.approval_id]);
+  assert.ok(r.stopped_jobs.includes(running.job_id));
+  assert.equal((await e.poll("a", { job_id: running.job_id })).status, "killed");
+  assert.equal((await e.poll("b", { job_id: pending.job_id })).status, "denied");
+  await rejectsWith(() => e.run("a", { command: ["echo", "x"] }), "STOPPED");
+  h.gateway.resume(OP);
+  assert.equal((await e.run("a", { command: ["echo", "back"] })).output, "back\n");
+  assert.ok(h.events.some((x) => x.event === "stop_all" && x.actor === "operator:cli"));
+  h.gateway.close();
+});
+
+Deno.test("a command line typed into a shell is checked by the policy", async () => {
+  const h = harness();
+  await using te = await testEngine({ admission: h.gateway });
+  h.gateway.attach(te.engine);
+  const e = te.engine;
+  const r = await e.run("a", { command: ["sh"], timeout_ms: 5000 });
+  assert.equal(r.status, "awaiting_input");
+  await rejectsWith(
+    () => e.write("a", { job_id: r.job_id, input: "touch forbidden" }),
+    "DENIED_BY_POLICY",
+  );
+  await rejectsWith(
+    () => e.write("a", { job_id: r.job_id, input: "echo needs-ok" }),
+    "DENIED_BY_POLICY",
+  );
+  await e.write("a", { job_id: r.job_id, input: "exit 0" });
+  assert.equal((await e.wait("a", { job_id: r.job_id, timeout_ms: 5000 })).exit_code, 0);
+  assert.ok(h.events.some((x) => x.event === "input.written" && x.data.line === "exit 0"));
+  h.gateway.close();
+});

@@ -1,12 +1,7 @@
 import assert from "node:assert/strict";
 import { TermadaError } from "../shared/mod.ts";
-import {
-  CursorBuffer,
-  decodeCursor,
-  encodeCursor,
-  MAX_PAGE_BYTES,
-  type Page,
-} from "./cursor_buffer.ts";
+import { CursorBuffer } from "./cursor_buffer.ts";
+import { decodeCursor, encodeCursor, MAX_PAGE_BYTES, type Page } from "./paging.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { ignoreBOM: true });

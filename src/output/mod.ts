@@ -1,21 +1,25 @@
 /**
  * Terminal output, two ways. For agents: a stateful VT cleaner (escape sequences out, progress
  * bars collapsed), redaction of secrets (never lengthens text), and a cursor buffer with bounded
- * retention, explicit gaps and UTF-8-safe pages. For people: a raw byte ring for replay, an
+ * retention, explicit gaps and UTF-8-safe pages, whose paging rules (readPage, summarize over a
+ * ByteSource) also serve the on-disk spool in store/. For people: a raw byte ring for replay, an
  * asciicast v2 recording on disk, and a lazily rendered screen (@xterm/headless). Owns no
  * processes and knows nothing about shells or jobs.
  */
 export { VtCleaner, type VtCleanerOptions } from "./vt_cleaner.ts";
 export { Redactor, type RedactorOptions, type RedactStream } from "./redact.ts";
+export { CursorBuffer, type CursorBufferOptions } from "./cursor_buffer.ts";
 export {
-  CursorBuffer,
-  type CursorBufferOptions,
+  type ByteSource,
   decodeCursor,
   encodeCursor,
   MAX_PAGE_BYTES,
   type Page,
+  readPage,
+  summarize,
   type Summary,
-} from "./cursor_buffer.ts";
+} from "./paging.ts";
+export { completeEnd, isCont, utf8Length } from "./utf8.ts";
 export { RAW_RING_DEFAULT_CAPACITY, RawRing, type RawSince } from "./raw_ring.ts";
 export { type AsciicastOptions, AsciicastRecorder } from "./asciicast.ts";
 export { ScreenMirror, type ScreenMirrorOptions, type ScreenSnapshot } from "./screen.ts";

@@ -3,6 +3,7 @@
  * returns and backspaces are applied to the current line, and only finished lines are handed out.
  * Works on bytes end to end (no decoding); state is O(1) apart from the pending line.
  */
+import { completeEnd, isCont } from "./utf8.ts";
 
 export interface VtCleanerOptions {
   /**
@@ -214,16 +215,8 @@ export class VtCleaner {
 
   /** The current incomplete line after CR/backspace processing (not yet returned by push). Used as prompt text. */
   pending(): Uint8Array {
-    let end = this.#lineLen;
     // Leave out a UTF-8 character whose last bytes have not arrived yet.
-    const line = this.#line;
-    for (let k = end - 1, seen = 1; k >= 0 && seen <= 4; k--, seen++) {
-      const b = line[k]!;
-      if ((b & 0xc0) === 0x80) continue;
-      if (b >= 0xc0 && seen < utf8Length(b)) end = k;
-      break;
-    }
-    return line.slice(0, end);
+    return this.#line.slice(0, completeEnd(this.#line, 0, this.#lineLen));
   }
 
   /**
@@ -328,7 +321,7 @@ export class VtCleaner {
         }
         const b = src[k]!;
         // At the bound: finish the current character (at most 3 more bytes), then commit as is.
-        if ((b & 0xc0) === 0x80 && this.#lineLen < maxLine + 3) {
+        if (isCont(b) && this.#lineLen < maxLine + 3) {
           this.#ensureLine(this.#lineLen + 1);
           this.#line[this.#lineLen++] = b;
           this.#col = this.#lineLen;
@@ -346,7 +339,7 @@ export class VtCleaner {
   #overwrite(b: number): void {
     const line = this.#line;
     const col = this.#col;
-    if ((b & 0xc0) === 0x80) {
+    if (isCont(b)) {
       // A continuation byte completes the character just written: insert it.
       if (this.#lineLen >= this.#maxLine + 3) {
         this.#commitAsIs();
@@ -363,7 +356,7 @@ export class VtCleaner {
     }
     // Replace the whole old character (lead byte plus its continuation bytes) by this byte.
     let m = 1;
-    while (m < 4 && col + m < this.#lineLen && (line[col + m]! & 0xc0) === 0x80) m++;
+    while (m < 4 && col + m < this.#lineLen && isCont(line[col + m]!)) m++;
     line[col] = b;
     if (m > 1) {
       line.copyWithin(col + 1, col + m, this.#lineLen);
@@ -386,7 +379,7 @@ export class VtCleaner {
         let col = this.#col;
         if (col === 0) break;
         col--;
-        while (col > 0 && (this.#line[col]! & 0xc0) === 0x80) col--;
+        while (col > 0 && isCont(this.#line[col]!)) col--;
         this.#col = col;
         break;
       }
@@ -432,12 +425,3 @@ export class VtCleaner {
 
 /** One-byte arrays for writing a single byte through #write. */
 const ONE: Uint8Array[] = Array.from({ length: 256 }, (_, b) => Uint8Array.of(b));
-
-/** Expected length of a UTF-8 sequence from its lead byte (1 for invalid leads). */
-function utf8Length(lead: number): number {
-  if (lead < 0xc0) return 1;
-  if (lead < 0xe0) return 2;
-  if (lead < 0xf0) return 3;
-  if (lead < 0xf8) return 4;
-  return 1;
-}

@@ -301,8 +301,8 @@ interface Range {
 /**
  * Reads a spool written earlier (typically after a restart). It is a snapshot of what was on disk
  * when opened and is final: reading to its end gives hasMore false, even for a spool whose writer
- * crashed. Pages follow the same rules as CursorBuffer (readPage and summarize over a ByteSource), so
- * a cursor keeps its meaning across a restart.
+ * crashed. Pages follow the rules CursorBuffer follows (readPage and summarize over a ByteSource),
+ * so a cursor keeps its meaning across a restart.
  */
 export class SpoolReader implements ByteSource {
   readonly #dir: string;

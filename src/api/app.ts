@@ -12,6 +12,7 @@ import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Engine } from "../engine/mod.ts";
 import { createMcpServer } from "../mcp/mod.ts";
 import { logger } from "../shared/mod.ts";
+import { type OperatorOptions, operatorRoutes } from "./operator.ts";
 
 const log = logger("api");
 
@@ -37,6 +38,8 @@ export interface AppOptions {
   onAgent?: (id: string, via: "token" | "dev") => void;
   /** The operator (dashboard) token; `/` answers only with it. */
   operatorToken?: string;
+  /** Operator routes under /api (approvals, stop-all, audit); absent → 404. */
+  operator?: Omit<OperatorOptions, "operatorToken" | "engine" | "version">;
   /** Most MCP sessions kept at once; the least recently used one is closed beyond it. */
   maxMcpSessions?: number;
 }
@@ -151,6 +154,25 @@ export function createApp(options: AppOptions): TermadaApp {
     await server.connect(transport);
     return await transport.handleRequest(c.req.raw, { parsedBody: identity.body });
   });
+
+  if (options.operator && options.operatorToken) {
+    const token = options.operatorToken;
+    app.route(
+      "/api",
+      operatorRoutes(
+        {
+          ...options.operator,
+          engine: options.engine,
+          operatorToken: token,
+          version: options.version,
+        },
+        (c) => {
+          const m = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "");
+          return m !== null && sameSecret(m[1]!, token);
+        },
+      ),
+    );
+  }
 
   app.notFound((c) => problem(c, 404, "NOT_FOUND", `No route ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {

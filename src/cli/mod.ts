@@ -5,6 +5,14 @@
 import { TermadaError, toTermadaError } from "../shared/mod.ts";
 import { runCommand } from "./run.ts";
 import { serveCommand } from "./serve.ts";
+import {
+  approveCommand,
+  denyCommand,
+  type OperatorContext,
+  pendingCommand,
+  resumeCommand,
+  stopCommand,
+} from "./operator.ts";
 
 export const VERSION = "0.1.0";
 
@@ -19,12 +27,23 @@ Usage:
   termada run [--shell bash|zsh|sh] [--cwd DIR] [--timeout MS] [--background] -- COMMAND [ARGS…]
       Run one command in a fresh terminal session and print the structured result (JSON).
       One word is a shell command line ("ls | wc -l"); more words are passed exactly.
+  termada pending | approve ID [--reason TEXT] | deny ID [--reason TEXT]
+      The approval queue: commands the policy sent to an operator.
+  termada stop [--barrier-ms MS] [--grace-ms MS] | termada resume
+      Kill switch: refuse new commands for a while and stop every running job.
   termada version
   termada help
 `;
 
+const OUT: OperatorContext = { out: (t) => write(Deno.stdout, t) };
+
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   run: runCommand,
+  pending: (a) => pendingCommand(a, OUT),
+  approve: (a) => approveCommand(a, OUT),
+  deny: (a) => denyCommand(a, OUT),
+  stop: (a) => stopCommand(a, OUT),
+  resume: (a) => resumeCommand(a, OUT),
   serve: (args) =>
     serveCommand(args, { version: VERSION, print: (t) => void write(Deno.stderr, t) }),
   version: async () => {

@@ -1,0 +1,158 @@
+/**
+ * Operator routes (`/api/*`): the approval queue, the kill switch and the audit trail. Every
+ * request needs the operator token (`Authorization: Bearer`), on the socket and on TCP alike;
+ * agent credentials — tokens or dev-mode identities — never reach these routes.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import type { Actor, Gateway } from "../control/mod.ts";
+import type { Engine } from "../engine/mod.ts";
+import { TermadaError, toTermadaError } from "../shared/mod.ts";
+import type { AppEnv } from "./app.ts";
+
+export interface OperatorOptions {
+  gateway: Gateway;
+  engine: Engine;
+  operatorToken: string;
+  version: string;
+  /** Recent audit records (oldest first). */
+  auditTail?: (n: number) => unknown[];
+  /** Full verification of the audit chain. */
+  auditVerify?: () => unknown;
+}
+
+const STATUS: Record<string, 400 | 401 | 403 | 404 | 409 | 500 | 503> = {
+  INVALID_ARGUMENT: 400,
+  NOT_FOUND: 404,
+  STOPPED: 409,
+  AUDIT_UNAVAILABLE: 503,
+};
+
+function fail(c: Context<AppEnv>, err: unknown): Response {
+  const e = toTermadaError(err);
+  return c.json({ error: e.toJSON() }, STATUS[e.code] ?? 500);
+}
+
+function operatorOf(c: Context<AppEnv>): Actor {
+  const raw = c.req.header("x-termada-operator") ?? "operator";
+  const id = raw.toLowerCase().replace(/[^a-z0-9_.@-]+/g, "-").slice(0, 64) || "operator";
+  return { kind: "operator", id };
+}
+
+async function body(c: Context<AppEnv>): Promise<Record<string, unknown>> {
+  const text = await c.req.text();
+  if (text.length > 64 * 1024) throw new TermadaError("INVALID_ARGUMENT", "Body over 64 KiB");
+  if (text.trim() === "") return {};
+  try {
+    const v = JSON.parse(text);
+    if (v && typeof v === "object" && !Array.isArray(v)) return v;
+  } catch {
+    // reported below
+  }
+  throw new TermadaError("INVALID_ARGUMENT", "Body must be a JSON object");
+}
+
+function optReason(v: unknown): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== "string" || v.length > 1000) {
+    throw new TermadaError("INVALID_ARGUMENT", '"reason" must be a string of at most 1000 chars');
+  }
+  return v;
+}
+
+function optMs(v: unknown, name: string, max: number): number | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > max) {
+    throw new TermadaError("INVALID_ARGUMENT", `"${name}" must be an integer from 0 to ${max}`);
+  }
+  return v;
+}
+
+export function operatorRoutes(
+  options: OperatorOptions,
+  checkToken: (c: Context<AppEnv>) => boolean,
+): Hono<AppEnv> {
+  const api = new Hono<AppEnv>();
+  api.use("*", async (c, next): Promise<Response | void> => {
+    if (!checkToken(c)) {
+      return c.json({
+        error: {
+          code: "UNAUTHORIZED",
+          message: "Operator routes need the operator token",
+          retriable: false,
+          hint: "termada CLI commands send it for you (it lives in the state directory)",
+        },
+      }, 401);
+    }
+    await next();
+  });
+  const { gateway, engine } = options;
+
+  api.get("/status", (c) =>
+    c.json({
+      version: options.version,
+      pid: Deno.pid,
+      sessions: engine.sessionCount(),
+      pending_approvals: gateway.pending().length,
+      stopped: gateway.stopped,
+    }));
+  api.get("/approvals", (c) => c.json({ approvals: gateway.pending() }));
+  api.post("/approvals/:id/approve", async (c) => {
+    try {
+      const b = await body(c);
+      await gateway.approve(c.req.param("id"), operatorOf(c), optReason(b.reason));
+      return c.json({ ok: true, approval_id: c.req.param("id"), approved: true });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
+  api.post("/approvals/:id/deny", async (c) => {
+    try {
+      const b = await body(c);
+      await gateway.deny(c.req.param("id"), operatorOf(c), optReason(b.reason));
+      return c.json({ ok: true, approval_id: c.req.param("id"), approved: false });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
+  api.post("/stop", async (c) => {
+    try {
+      const b = await body(c);
+      const r = await gateway.stopAll(operatorOf(c), {
+        barrierMs: optMs(b.barrier_ms, "barrier_ms", 86_400_000),
+        graceMs: optMs(b.grace_ms, "grace_ms", 60_000),
+      });
+      return c.json({ ok: true, ...r });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
+  api.post("/resume", (c) => {
+    try {
+      gateway.resume(operatorOf(c));
+      return c.json({ ok: true });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
+  api.get("/audit", (c) => {
+    if (!options.auditTail) return fail(c, new TermadaError("NOT_SUPPORTED", "No audit log"));
+    const n = Number(c.req.query("n") ?? "50");
+    if (!Number.isInteger(n) || n < 1 || n > 10_000) {
+      return fail(
+        c,
+        new TermadaError("INVALID_ARGUMENT", '"n" must be an integer from 1 to 10000'),
+      );
+    }
+    try {
+      return c.json({ records: options.auditTail(n) });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
+  api.get("/audit/verify", (c) => {
+    if (!options.auditVerify) return fail(c, new TermadaError("NOT_SUPPORTED", "No audit log"));
+    return c.json(options.auditVerify() as Record<string, unknown>);
+  });
+  return api;
+}

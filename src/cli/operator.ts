@@ -1,0 +1,150 @@
+/**
+ * Operator commands: `termada pending | approve | deny | stop | resume | audit`. They talk to the
+ * running daemon over its Unix socket with the operator token from the state directory (only the
+ * same user can read it). `termada audit verify` also works with no daemon running.
+ */
+import { parseArgs } from "node:util";
+import { effectivePaths, loadConfig, resolvePaths, type TermadaPaths } from "../config/mod.ts";
+import { daemonAlive, socketFetch } from "../daemon/mod.ts";
+import { TermadaError } from "../shared/mod.ts";
+
+export interface OperatorContext {
+  out(text: string): Promise<void>;
+}
+
+async function paths(config?: string): Promise<TermadaPaths> {
+  const env = Deno.env.toObject();
+  const base = resolvePaths({ env, home: env.TERMADA_HOME, configFile: config });
+  const { config: cfg } = await loadConfig(base.configFile, env, {
+    required: config !== undefined,
+  });
+  return effectivePaths(base, cfg);
+}
+
+function token(p: TermadaPaths): string {
+  try {
+    return Deno.readTextFileSync(p.tokenFile).trim();
+  } catch {
+    throw new TermadaError("NOT_FOUND", "No operator token: the daemon has never run here", {
+      hint: "Start it with termada serve",
+    });
+  }
+}
+
+async function call(
+  p: TermadaPaths,
+  method: "GET" | "POST",
+  path: string,
+  body?: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  if (!(await daemonAlive(p.socketPath))) {
+    throw new TermadaError("SERVER_UNREACHABLE", "No Termada daemon is running", {
+      hint: "Start it with termada serve",
+    });
+  }
+  const s = socketFetch(p.socketPath);
+  try {
+    const r = await s.fetch(`http://termada/api${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token(p)}`,
+        "x-termada-operator": `cli:${Deno.env.get("USER") ?? "operator"}`,
+        "content-type": "application/json",
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = await r.json() as Record<string, unknown>;
+    if (!r.ok) {
+      const e = json.error as { code?: string; message?: string; hint?: string } | undefined;
+      throw new TermadaError(
+        (e?.code as "INVALID_ARGUMENT") ?? "INTERNAL",
+        e?.message ?? `HTTP ${r.status}`,
+        { hint: e?.hint },
+      );
+    }
+    return json;
+  } finally {
+    s.close();
+  }
+}
+
+const COMMON = { config: { type: "string" as const }, json: { type: "boolean" as const } };
+
+export async function pendingCommand(args: string[], ctx: OperatorContext): Promise<number> {
+  const { values } = parseArgs({ args, options: COMMON });
+  const r = await call(await paths(values.config), "GET", "/approvals");
+  const list = r.approvals as {
+    approval_id: string;
+    owner: string;
+    command: string[];
+    requested_at: string;
+  }[];
+  if (values.json) await ctx.out(JSON.stringify(list, null, 2) + "\n");
+  else if (list.length === 0) await ctx.out("No approvals pending.\n");
+  else {
+    for (const a of list) {
+      await ctx.out(
+        `${a.approval_id}  ${a.owner}  ${a.requested_at}  ${JSON.stringify(a.command)}\n`,
+      );
+    }
+  }
+  return 0;
+}
+
+function decideCommand(approve: boolean) {
+  return async (args: string[], ctx: OperatorContext): Promise<number> => {
+    const { values, positionals } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { ...COMMON, reason: { type: "string" } },
+    });
+    const id = positionals[0];
+    if (!id) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Which approval? termada ${approve ? "approve" : "deny"} <id> [--reason TEXT]`,
+      );
+    }
+    await call(
+      await paths(values.config),
+      "POST",
+      `/approvals/${encodeURIComponent(id)}/${approve ? "approve" : "deny"}`,
+      {
+        ...(values.reason === undefined ? {} : { reason: values.reason }),
+      },
+    );
+    await ctx.out(`${approve ? "Approved" : "Denied"} ${id}\n`);
+    return 0;
+  };
+}
+
+export const approveCommand = decideCommand(true);
+export const denyCommand = decideCommand(false);
+
+export async function stopCommand(args: string[], ctx: OperatorContext): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { ...COMMON, "barrier-ms": { type: "string" }, "grace-ms": { type: "string" } },
+  });
+  const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+  const r = await call(await paths(values.config), "POST", "/stop", {
+    ...(values["barrier-ms"] === undefined ? {} : { barrier_ms: num(values["barrier-ms"]) }),
+    ...(values["grace-ms"] === undefined ? {} : { grace_ms: num(values["grace-ms"]) }),
+  });
+  if (values.json) await ctx.out(JSON.stringify(r, null, 2) + "\n");
+  else {
+    await ctx.out(
+      `Stopped ${(r.stopped_jobs as unknown[]).length} job(s), cancelled ${
+        (r.cancelled_approvals as unknown[]).length
+      } approval(s); new commands refused until ${r.barrier_until}.\n`,
+    );
+  }
+  return 0;
+}
+
+export async function resumeCommand(args: string[], ctx: OperatorContext): Promise<number> {
+  const { values } = parseArgs({ args, options: COMMON });
+  await call(await paths(values.config), "POST", "/resume", {});
+  await ctx.out("Admissions resumed.\n");
+  return 0;
+}

@@ -7,6 +7,7 @@ import { runCommand } from "./run.ts";
 import { serveCommand } from "./serve.ts";
 import {
   approveCommand,
+  auditCommand,
   denyCommand,
   type OperatorContext,
   pendingCommand,
@@ -31,6 +32,8 @@ Usage:
       The approval queue: commands the policy sent to an operator.
   termada stop [--barrier-ms MS] [--grace-ms MS] | termada resume
       Kill switch: refuse new commands for a while and stop every running job.
+  termada audit [-n N] [--json] | termada audit verify
+      The tamper-evident audit log; verify checks the whole hash chain (works offline).
   termada version
   termada help
 `;
@@ -44,6 +47,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   deny: (a) => denyCommand(a, OUT),
   stop: (a) => stopCommand(a, OUT),
   resume: (a) => resumeCommand(a, OUT),
+  audit: (a) => auditCommand(a, OUT),
   serve: (args) =>
     serveCommand(args, { version: VERSION, print: (t) => void write(Deno.stderr, t) }),
   version: async () => {

@@ -3,7 +3,9 @@
  * running daemon over its Unix socket with the operator token from the state directory (only the
  * same user can read it). `termada audit verify` also works with no daemon running.
  */
+import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { type AuditRecord, verifyAudit } from "../audit/mod.ts";
 import { effectivePaths, loadConfig, resolvePaths, type TermadaPaths } from "../config/mod.ts";
 import { daemonAlive, socketFetch } from "../daemon/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
@@ -146,5 +148,53 @@ export async function resumeCommand(args: string[], ctx: OperatorContext): Promi
   const { values } = parseArgs({ args, options: COMMON });
   await call(await paths(values.config), "POST", "/resume", {});
   await ctx.out("Admissions resumed.\n");
+  return 0;
+}
+
+/** `termada audit [-n N] [--json]` (from the daemon) and `termada audit verify` (offline). */
+export async function auditCommand(args: string[], ctx: OperatorContext): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { ...COMMON, n: { type: "string", short: "n" } },
+  });
+  const p = await paths(values.config);
+  if (positionals[0] === "verify") {
+    const r = verifyAudit(join(p.stateDir, "audit"));
+    if (values.json) await ctx.out(JSON.stringify(r, null, 2) + "\n");
+    else if (r.ok) {
+      await ctx.out(
+        `${r.records} records verified in ${r.segments} segment(s); head seq ${r.head.seq} ${r.head.hash}\n` +
+          (r.tornTail
+            ? `note: a torn last line (${r.tornTail.bytes} bytes) from a crash during an append\n`
+            : ""),
+      );
+    } else {
+      const b = r.firstBroken!;
+      await ctx.out(
+        `BROKEN at seq ${b.seq ?? "-"} (${b.segment} line ${b.line}): ${b.reason}\n` +
+          `${r.records} records verified before it. Keep the directory as it is for inspection; ` +
+          `move the damaged segment aside to let the daemon start a new chain.\n`,
+      );
+    }
+    return r.ok ? 0 : 1;
+  }
+  if (positionals.length > 0) {
+    throw new TermadaError("INVALID_ARGUMENT", `Unknown audit command "${positionals[0]}"`, {
+      hint: "termada audit [-n N] [--json] | termada audit verify",
+    });
+  }
+  const r = await call(p, "GET", `/audit?n=${encodeURIComponent(values.n ?? "50")}`);
+  const records = r.records as AuditRecord[];
+  if (values.json) await ctx.out(JSON.stringify(records, null, 2) + "\n");
+  else {
+    for (const rec of records) {
+      await ctx.out(
+        `${rec.seq}\t${rec.time}\t${rec.actor.kind}:${rec.actor.id}\t${rec.event}\t${
+          JSON.stringify(rec.data)
+        }\n`,
+      );
+    }
+  }
   return 0;
 }

@@ -205,7 +205,7 @@ function knownKeysHint(path: readonly PropertyKey[]): string {
   const parent = path.slice(0, -1);
   let keys: string[] | undefined;
   if (parent.length === 2 && parent[0] === "agents") {
-    keys = ["token", "name"];
+    keys = ["token", "name", "policy"];
   } else {
     const v = valueAt(DEFAULT_CONFIG, parent);
     if (v !== null && typeof v === "object" && parent[0] !== "agents") keys = Object.keys(v);

@@ -22,6 +22,9 @@ export {
   engineOptionsFrom,
   type EngineSettings,
   parseBind,
+  POLICY_NAME_PATTERN,
+  policyFor,
+  type PolicyRules,
 } from "./schema.ts";
 export {
   loadConfig,

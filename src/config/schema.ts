@@ -15,9 +15,17 @@ export const CONFIG_LIMITS = {
   tokenMinChars: 24,
   tokenMaxChars: 512,
   agentNameChars: 128,
+  policies: 64,
+  rulesPerList: 1000,
+  ruleChars: 4096,
+  autoAnswers: 100,
+  promptChars: 1024,
+  answerChars: 4096,
 } as const;
 
 export const AGENT_ID_PATTERN: RegExp = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+/** Policy names follow the agent id rules. */
+export const POLICY_NAME_PATTERN: RegExp = AGENT_ID_PATTERN;
 
 const encoder = new TextEncoder();
 const bytes = (s: string) => encoder.encode(s).length;
@@ -87,6 +95,11 @@ const AgentId = z.string().regex(
   "must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit",
 );
 
+const PolicyName = z.string().regex(
+  POLICY_NAME_PATTERN,
+  "must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit",
+);
+
 const Agent = z.strictObject({
   token: z.string()
     .min(CONFIG_LIMITS.tokenMinChars)
@@ -95,6 +108,8 @@ const Agent = z.strictObject({
   name: z.string().min(1).max(CONFIG_LIMITS.agentNameChars)
     .refine((s) => !CONTROL_CHARS.test(s), "must not contain control characters")
     .optional(),
+  /** The policy under `policies` for this agent; absent = `default_policy`. */
+  policy: PolicyName.optional(),
 });
 
 const Agents = z.record(AgentId, Agent).superRefine((agents, ctx) => {
@@ -138,6 +153,54 @@ const Jobs = z.strictObject({
   spool_max_bytes: int(64 * 1024, 2 ** 36).default(16 * 1024 * 1024),
 });
 
+const Approvals = z.strictObject({
+  /** An approval nobody answers is denied after this long. */
+  confirm_timeout_ms: int(100, 86_400_000).default(120_000),
+});
+
+/** A rule pattern (glob syntax in docs/POLICY.md). */
+const RulePattern = z.string()
+  .max(CONFIG_LIMITS.ruleChars)
+  .refine((s) => s.trim() !== "", "must not be empty")
+  .refine((s) => !CONTROL_CHARS.test(s), "must not contain control characters")
+  .refine((s) => /(^|[^\\])(\\\\)*$/.test(s), "must not end with a lone backslash");
+
+const RuleList = section(z.array(RulePattern).max(CONFIG_LIMITS.rulesPerList).default([]));
+
+const AutoAnswer = z.strictObject({
+  prompt: z.string().min(1).max(CONFIG_LIMITS.promptChars).superRefine((prompt, ctx) => {
+    try {
+      new RegExp(prompt);
+    } catch (err) {
+      ctx.addIssue({
+        code: "custom",
+        message: `is not a valid regular expression: ${
+          err instanceof Error ? err.message : String(err)
+        }`,
+      });
+    }
+  }),
+  answer: z.string().max(CONFIG_LIMITS.answerChars)
+    .refine((s) => !s.includes("\0"), "must not contain NUL"),
+});
+
+/**
+ * One command policy (`policies.<name>`): glob rules matched against every command a line would
+ * run (src/policy), and prompt answers for the engine. All lists empty = allow everything.
+ */
+export const PolicyRules = z.strictObject({
+  allow: RuleList,
+  deny: RuleList,
+  confirm: RuleList,
+  auto_answer: section(z.array(AutoAnswer).max(CONFIG_LIMITS.autoAnswers).default([])),
+});
+export type PolicyRules = z.infer<typeof PolicyRules>;
+
+const Policies = z.record(PolicyName, section(PolicyRules.prefault({}))).refine(
+  (policies) => Object.keys(policies).length <= CONFIG_LIMITS.policies,
+  `at most ${CONFIG_LIMITS.policies} policies`,
+);
+
 /** The whole config file. Schema and inferred type share this name. */
 export const Config = z.strictObject({
   server: section(Server.prefault({})),
@@ -146,8 +209,50 @@ export const Config = z.strictObject({
   agents: section(Agents.prefault({})),
   sessions: section(Sessions.prefault({})),
   jobs: section(Jobs.prefault({})),
+  approvals: section(Approvals.prefault({})),
+  policies: section(Policies.prefault({ default: {} })),
+  default_policy: PolicyName.default("default"),
+}).superRefine((config, ctx) => {
+  const known = Object.keys(config.policies);
+  const missing = (name: string) =>
+    `no policy named "${name}" under "policies" (defined: ${known.join(", ") || "none"})`;
+  if (!Object.hasOwn(config.policies, config.default_policy)) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["default_policy"],
+      message: missing(config.default_policy),
+    });
+  }
+  for (const [id, agent] of Object.entries(config.agents)) {
+    if (agent.policy !== undefined && !Object.hasOwn(config.policies, agent.policy)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["agents", id, "policy"],
+        message: missing(agent.policy),
+      });
+    }
+  }
 });
 export type Config = z.infer<typeof Config>;
+
+/** Fails closed for a config built without the schema's checks: denies everything. */
+const DENY_ALL: PolicyRules = Object.freeze({
+  allow: Object.freeze([]) as unknown as string[],
+  deny: Object.freeze(["*"]) as unknown as string[],
+  confirm: Object.freeze([]) as unknown as string[],
+  auto_answer: Object.freeze([]) as unknown as PolicyRules["auto_answer"],
+});
+
+/**
+ * The policy for an agent: its own `policy`, else `default_policy`. An agent missing from
+ * `agents` (dev mode) gets the default. The schema guarantees the name exists; if a config was
+ * assembled without it, the answer is a policy that denies everything.
+ */
+export function policyFor(config: Config, agentId: string): PolicyRules {
+  const agent = Object.hasOwn(config.agents, agentId) ? config.agents[agentId] : undefined;
+  const name = agent?.policy ?? config.default_policy;
+  return (Object.hasOwn(config.policies, name) ? config.policies[name] : undefined) ?? DENY_ALL;
+}
 
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === "object") {

@@ -1,7 +1,16 @@
 import assert from "node:assert/strict";
 import { DEFAULT_LIMITS, DEFAULT_OUTPUT, type EngineOptions } from "../engine/mod.ts";
+import { TermadaError } from "../shared/mod.ts";
+import { parseConfig } from "./load.ts";
 import { resolvePaths } from "./paths.ts";
-import { Config, DEFAULT_CONFIG, effectivePaths, engineOptionsFrom, parseBind } from "./schema.ts";
+import {
+  Config,
+  DEFAULT_CONFIG,
+  effectivePaths,
+  engineOptionsFrom,
+  parseBind,
+  policyFor,
+} from "./schema.ts";
 
 Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
   assert.deepEqual(DEFAULT_CONFIG, {
@@ -25,6 +34,9 @@ Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
       finished_per_agent: 200,
       spool_max_bytes: 16 * 1024 * 1024,
     },
+    approvals: { confirm_timeout_ms: 120_000 },
+    policies: { default: { allow: [], deny: [], confirm: [], auto_answer: [] } },
+    default_policy: "default",
   });
   assert.ok(Object.isFrozen(DEFAULT_CONFIG.sessions));
 });
@@ -141,4 +153,118 @@ Deno.test("Config bounds numbers and strings", async (t) => {
   for (const [name, input] of refused) {
     await t.step(name, () => assert.equal(Config.safeParse(input).success, false));
   }
+});
+
+const TOKEN = "t".repeat(24);
+
+Deno.test("policies: agents get their own policy, others the default", () => {
+  const config = Config.parse({
+    policies: {
+      default: { deny: ["rm -rf *"] },
+      ci: { allow: ["npm test *"], confirm: ["git push *"] },
+    },
+    agents: { claude: { token: TOKEN, policy: "ci" }, codex: { token: "u".repeat(24) } },
+  });
+  assert.deepEqual(policyFor(config, "claude"), {
+    allow: ["npm test *"],
+    deny: [],
+    confirm: ["git push *"],
+    auto_answer: [],
+  });
+  assert.deepEqual(policyFor(config, "codex").deny, ["rm -rf *"]);
+  assert.deepEqual(policyFor(config, "not-configured").deny, ["rm -rf *"]);
+  assert.equal(policyFor(DEFAULT_CONFIG, "x"), DEFAULT_CONFIG.policies.default);
+});
+
+Deno.test("policies: default_policy picks the fallback and an empty entry means no rules", () => {
+  const config = Config.parse({ policies: { open: null, strict: {} }, default_policy: "strict" });
+  assert.deepEqual(policyFor(config, "any"), { allow: [], deny: [], confirm: [], auto_answer: [] });
+  assert.deepEqual(config.policies.open, config.policies.strict);
+});
+
+Deno.test("policies: a config built without the schema fails closed", () => {
+  const broken = { ...DEFAULT_CONFIG, policies: {} } as Config;
+  assert.deepEqual(policyFor(broken, "x").deny, ["*"]);
+  // Names are looked up as own keys only.
+  const proto = { ...DEFAULT_CONFIG, default_policy: "constructor" } as Config;
+  assert.deepEqual(policyFor(proto, "x").deny, ["*"]);
+});
+
+Deno.test("policies: unknown policy names are errors on the key that names them", () => {
+  const bad = Config.safeParse({ agents: { claude: { token: TOKEN, policy: "strict" } } });
+  assert.equal(bad.success, false);
+  const issue = bad.error!.issues[0]!;
+  assert.deepEqual(issue.path, ["agents", "claude", "policy"]);
+  assert.match(issue.message, /no policy named "strict" under "policies" \(defined: default\)/);
+
+  const noDefault = Config.safeParse({ policies: { ci: {} } });
+  assert.equal(noDefault.success, false);
+  assert.deepEqual(noDefault.error!.issues[0]!.path, ["default_policy"]);
+  assert.equal(Config.safeParse({ policies: { ci: {} }, default_policy: "ci" }).success, true);
+  assert.equal(Config.safeParse({ default_policy: "constructor" }).success, false);
+});
+
+Deno.test("policies: rules and auto answers are bounded and validated", async (t) => {
+  const refused: [string, unknown][] = [
+    ["unknown key in a policy", { policies: { default: { alow: [] } } }],
+    ["blank rule", { policies: { default: { deny: ["  "] } } }],
+    ["rule with a newline", { policies: { default: { deny: ["rm\n*"] } } }],
+    ["rule ending in a lone backslash", { policies: { default: { deny: ["rm \\"] } } }],
+    ["rule too long", { policies: { default: { allow: ["a".repeat(4097)] } } }],
+    ["too many rules", { policies: { default: { allow: Array(1001).fill("ls") } } }],
+    ["rule not a string", { policies: { default: { allow: [1] } } }],
+    ["policy name with capitals", { policies: { Default: {} }, default_policy: "Default" }],
+    ["invalid regex", { policies: { default: { auto_answer: [{ prompt: "(", answer: "y" }] } } }],
+    ["empty prompt", { policies: { default: { auto_answer: [{ prompt: "", answer: "y" }] } } }],
+    ["unknown auto_answer key", {
+      policies: { default: { auto_answer: [{ prompt: "x", answer: "y", when: 1 }] } },
+    }],
+    ["too many policies", {
+      policies: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`p${i}`, {}])),
+      default_policy: "p0",
+    }],
+  ];
+  for (const [name, input] of refused) {
+    await t.step(name, () => assert.equal(Config.safeParse(input).success, false));
+  }
+  await t.step("accepted", () => {
+    const ok = Config.parse({
+      policies: {
+        default: {
+          allow: ["git *", "rm \\\\"],
+          auto_answer: [{ prompt: "^Continue\\? \\[y/N\\]", answer: "y\n" }],
+        },
+      },
+    });
+    assert.equal(ok.policies.default!.auto_answer[0]!.answer, "y\n");
+  });
+});
+
+Deno.test("policies: an unknown policy name is a config error on its own line", () => {
+  const text = [
+    "policies:",
+    "  ci:",
+    "    deny: ['rm -rf *']",
+    "agents:",
+    "  claude:",
+    `    token: ${TOKEN}`,
+    "    policy: strict",
+    "default_policy: ci",
+  ].join("\n");
+  assert.throws(
+    () => parseConfig(text, { path: "/c.yaml", env: {} }),
+    (err) => {
+      assert.ok(err instanceof TermadaError);
+      assert.equal(
+        err.message,
+        `Config "/c.yaml" line 7: invalid value for "agents.claude.policy": ` +
+          `no policy named "strict" under "policies" (defined: ci)`,
+      );
+      return true;
+    },
+  );
+  assert.throws(
+    () => parseConfig("policies:\n  ci: {}\n", { path: "/c.yaml", env: {} }),
+    /line 1: invalid value for "default_policy": no policy named "default"/,
+  );
 });

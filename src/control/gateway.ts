@@ -31,7 +31,8 @@ export interface PolicyVerdict {
 }
 
 export interface PolicyPort {
-  decide(agent: string, command: readonly string[]): PolicyVerdict;
+  /** `env`: variables the command gets (LD_PRELOAD and friends are part of what runs). */
+  decide(agent: string, command: readonly string[], env?: Record<string, string>): PolicyVerdict;
   decideLine(agent: string, line: string): PolicyVerdict;
 }
 
@@ -125,7 +126,7 @@ export class Gateway implements AdmissionHook {
         hint: `New commands are refused until ${new Date(this.#barrierUntil).toISOString()}`,
       });
     }
-    const d = this.#opts.policy.decide(req.owner, req.command);
+    const d = this.#opts.policy.decide(req.owner, req.command, req.env);
     const decision = { action: d.action, reason: d.reason, ...(d.rule ? { rule: d.rule } : {}) };
     if (d.action === "deny") {
       this.record(agent, "policy.denied", { ...base, decision });

@@ -7,6 +7,10 @@
  * remove the socket and release the lock.
  */
 import { timingSafeEqual } from "node:crypto";
+import { join } from "node:path";
+import { AuditLog, verifyAudit } from "../audit/mod.ts";
+import { Gateway } from "../control/mod.ts";
+import { Redactor } from "../output/mod.ts";
 import { createApp, type TermadaApp } from "../api/mod.ts";
 import {
   type Config,
@@ -21,9 +25,12 @@ import {
 import { Engine } from "../engine/mod.ts";
 import { logger, randomHex, setLogLevel, systemClock, TermadaError } from "../shared/mod.ts";
 import { pruneSpools, Store } from "../store/mod.ts";
-import { storeHooks } from "./persist.ts";
+import { auditHooks, combineHooks, storeHooks } from "./persist.ts";
+import { policyPort } from "./policy_port.ts";
 
 const log = logger("daemon");
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 export interface DaemonOptions {
   env: Record<string, string | undefined>;
@@ -52,6 +59,8 @@ export class Daemon {
   readonly store: Store;
   readonly port: number;
   readonly dashboardToken: string;
+  readonly gateway: Gateway;
+  readonly audit: AuditLog;
   #lock: Deno.FsFile;
   #host: string;
   #app: TermadaApp;
@@ -72,6 +81,8 @@ export class Daemon {
     servers: Deno.HttpServer[];
     abort: AbortController;
     host: string;
+    gateway: Gateway;
+    audit: AuditLog;
   }) {
     this.paths = init.paths;
     this.config = init.config;
@@ -84,6 +95,8 @@ export class Daemon {
     this.#servers = init.servers;
     this.#abort = init.abort;
     this.#host = init.host;
+    this.gateway = init.gateway;
+    this.audit = init.audit;
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
@@ -121,16 +134,51 @@ export class Daemon {
           closed_sessions: recovered.closedSessions.length,
         });
       }
+      // The audit log opens before anything can run; a broken chain stops the start here.
+      const auditDir = join(paths.stateDir, "audit");
+      const redactor = new Redactor();
+      const audit = AuditLog.open(auditDir, {
+        redact: (text) => decoder.decode(redactor.redact(encoder.encode(text))),
+      });
+      cleanups.push(() => audit.close());
+      const system = { kind: "system" as const, id: "termada" };
+      audit.append(system, "config.loaded", {
+        source: loaded.source,
+        path: loaded.path,
+        agents: Object.keys(config.agents),
+        dev_mode: config.auth.dev_mode,
+        policies: Object.keys(config.policies),
+      });
+      if (recovered.orphanedJobs.length + recovered.expiredApprovals.length > 0) {
+        audit.append(system, "daemon.recovered", {
+          orphaned_jobs: recovered.orphanedJobs,
+          closed_sessions: recovered.closedSessions,
+          expired_approvals: recovered.expiredApprovals,
+          denied_jobs: recovered.deniedJobs,
+        });
+      }
+      const gateway = new Gateway({
+        policy: policyPort(config),
+        audit,
+        approvals: store,
+        confirmTimeoutMs: config.approvals.confirm_timeout_ms,
+      });
+      cleanups.push(() => gateway.close());
       const engineSettings = engineOptionsFrom(config, paths);
       const engine = new Engine({
         ...engineSettings,
-        hooks: storeHooks(store, {
-          spoolDir: paths.spoolDir,
-          spoolMaxBytes: config.jobs.spool_max_bytes,
-          finishedPerAgent: config.jobs.finished_per_agent,
-          clock: systemClock,
-        }),
+        admission: gateway,
+        hooks: combineHooks(
+          storeHooks(store, {
+            spoolDir: paths.spoolDir,
+            spoolMaxBytes: config.jobs.spool_max_bytes,
+            finishedPerAgent: config.jobs.finished_per_agent,
+            clock: systemClock,
+          }),
+          auditHooks(gateway),
+        ),
       });
+      gateway.attach(engine);
       cleanups.push(() => engine.shutdown());
       pruneOrphanSpools(store, paths.spoolDir);
 
@@ -171,11 +219,17 @@ export class Daemon {
         agents,
         port,
         operatorToken: token,
+        operator: {
+          gateway,
+          auditTail: (n) => audit.tail(n),
+          auditVerify: () => verifyAudit(auditDir),
+        },
         onAgent: (id, via) => {
           try {
             store.upsertAgent({ id, via });
+            gateway.record({ kind: "agent", id }, "agent.connected", { via });
           } catch (err) {
-            log.error("storage: agent upsert failed", { error: err });
+            log.error("could not record a connecting agent", { error: err });
           }
         },
       });
@@ -223,6 +277,8 @@ export class Daemon {
         servers,
         abort,
         host: bind.hostname,
+        gateway,
+        audit,
       });
       log.info("daemon ready", {
         pid: Deno.pid,
@@ -265,6 +321,13 @@ export class Daemon {
       this.#abort.abort();
       await this.engine.shutdown();
       await Promise.all(this.#servers.map((s) => s.finished.catch(() => {})));
+      this.gateway.close();
+      try {
+        this.audit.append({ kind: "system", id: "termada" }, "daemon.stopped", { reason });
+      } catch (err) {
+        log.error("could not audit the stop", { error: err });
+      }
+      this.audit.close();
       this.store.close();
       try {
         Deno.removeSync(this.paths.socketPath);

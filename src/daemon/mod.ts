@@ -4,5 +4,5 @@
  * when absent) without ever running anything itself.
  */
 export { Daemon, type DaemonOptions, type SetupInfo } from "./daemon.ts";
-export { storeHooks } from "./persist.ts";
+export { auditHooks, combineHooks, storeHooks } from "./persist.ts";
 export { daemonAlive, ensureDaemon, runShim, type ShimOptions, socketFetch } from "./shim.ts";

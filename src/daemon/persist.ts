@@ -120,6 +120,7 @@ export function storeHooks(store: Store, options: PersistOptions): EngineHooks {
       });
       spools.set(job.id, SpoolWriter.create(spoolDir, job.id, { maxBytes: options.spoolMaxBytes }));
     }),
+    jobStatus: guard("job status", (job: Job) => store.updateJob(job.id, { status: job.status })),
     // Written through (no buffering in between): output an agent has been shown must survive
     // a crash of the daemon. The page cache makes this a cheap write per chunk.
     jobOutput: guard("spool append", (job: Job, bytes: Uint8Array) => {
@@ -171,5 +172,71 @@ export function storeHooks(store: Store, options: PersistOptions): EngineHooks {
       })
         .map((r) => toSummary(r, clock));
     }) as EngineHooks["listJobs"],
+  };
+}
+
+/** Runs several hook sets in order (each hook guarded by its own implementation). */
+export function combineHooks(...sets: EngineHooks[]): EngineHooks {
+  const out: EngineHooks = {};
+  const keys = [
+    "sessionOpened",
+    "sessionUpdated",
+    "sessionClosed",
+    "jobStarted",
+    "jobStatus",
+    "jobOutput",
+    "jobEnded",
+  ] as const;
+  for (const k of keys) {
+    const fns = sets.map((s) => s[k]).filter((f) => f !== undefined);
+    if (fns.length === 0) continue;
+    // deno-lint-ignore no-explicit-any
+    (out as any)[k] = (...args: unknown[]) => {
+      // deno-lint-ignore no-explicit-any
+      for (const f of fns) (f as any)(...args);
+    };
+  }
+  out.findJob = sets.find((s) => s.findJob)?.findJob;
+  out.listJobs = sets.find((s) => s.listJobs)?.listJobs;
+  return out;
+}
+
+/** Audit records for what the engine does on its own: sessions opening/closing, jobs ending. */
+export function auditHooks(
+  audit: {
+    record(
+      actor: { kind: "agent" | "system"; id: string },
+      event: string,
+      data?: Record<string, unknown>,
+    ): void;
+  },
+): EngineHooks {
+  const safe = guard(
+    "audit",
+    (
+      actor: { kind: "agent" | "system"; id: string },
+      event: string,
+      data: Record<string, unknown>,
+    ) => audit.record(actor, event, data),
+  );
+  return {
+    sessionOpened: (info, owner) =>
+      safe({ kind: "agent", id: owner }, "session.created", {
+        session_id: info.session_id,
+        shell: info.shell,
+        cwd: info.cwd,
+      }),
+    sessionClosed: (id, reason) =>
+      safe({ kind: "system", id: "termada" }, "session.closed", { session_id: id, reason }),
+    jobEnded: (job) =>
+      safe({ kind: "agent", id: job.owner }, "job.finished", {
+        job_id: job.id,
+        status: job.status,
+        ...(job.exitCode === undefined ? {} : { exit_code: job.exitCode }),
+        ...(job.signal === undefined ? {} : { signal: job.signal }),
+        ...(job.reason === undefined ? {} : { reason: job.reason }),
+        duration_ms: job.durationMs,
+        output_bytes: job.buffer.totalBytes,
+      }),
   };
 }

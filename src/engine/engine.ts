@@ -77,6 +77,8 @@ export interface EngineHooks {
   sessionUpdated?(id: string, patch: { cwd?: string; cols?: number; rows?: number }): void;
   sessionClosed?(id: string, reason: string): void;
   jobStarted?(job: Job): void;
+  /** The job's status changed while it lives (parked for approval, released). */
+  jobStatus?(job: Job): void;
   /** Cleaned, redacted output bytes as they are appended. */
   jobOutput?(job: Job, bytes: Uint8Array): void;
   jobEnded?(job: Job): void;
@@ -639,6 +641,7 @@ export class Engine {
     entry: { job: Job; script?: string; req: ExecStartInput; session?: Session },
   ): void {
     job.park(approvalId);
+    this.#hooks.jobStatus?.(job);
     this.#parked.set(approvalId, entry);
     // A parked job that ends another way (session closed, shutdown) leaves nothing behind.
     job.done.then(() => this.#parked.delete(approvalId));
@@ -691,6 +694,7 @@ export class Engine {
       return this.#view(job, job.buffer.summary(this.output.resultHeadBytes, 0));
     }
     job.unpark();
+    this.#hooks.jobStatus?.(job);
     if (job.mode === "background") {
       const base = parked.req.session === undefined
         ? undefined

@@ -29,6 +29,7 @@ __tm_n=$TERMADA_NONCE
 unset TERMADA_NONCE
 if [ -n "\${TERMADA_USER_RC-}" ]; then unset TERMADA_USER_RC; [ -r ~/.bashrc ] && . ~/.bashrc; fi
 unset HISTFILE
+set +H
 bind 'set enable-bracketed-paste off' 2>/dev/null
 __tm_end() { local s=$?; builtin printf '\\033]7717;%s;D;%s;%s\\007' "$__tm_n" "$s" "$PWD"; return $s; }
 PROMPT_COMMAND='__tm_end 2>/dev/null'

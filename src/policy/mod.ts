@@ -1,0 +1,25 @@
+/**
+ * The command policy: classifies what an agent asks to run as allow, deny or confirm. It parses
+ * shell lines with a real bash parser (mvdan-sh), finds every simple command they would run —
+ * through pipelines, lists, substitutions, here-documents, `bash -c` payloads, functions and
+ * wrappers like `sudo`, `env`, `xargs` and `find -exec` — and matches each against the policy's
+ * glob rules. What cannot be known before it runs (interpreter code, `eval` of a variable, a
+ * command name built at run time) is opaque and denied whenever the policy has rules.
+ *
+ * It owns no state and runs nothing: the engine asks it, then acts (docs/POLICY.md). Importing it
+ * needs `--allow-env` (mvdan-sh reads the environment at import).
+ */
+export {
+  type AutoAnswer,
+  CompiledPolicy,
+  compilePolicy,
+  decide,
+  decideLine,
+  type DecideOptions,
+  type Decision,
+  type PolicyAction,
+  type PolicyRules,
+  type RuleList,
+} from "./policy.ts";
+export { type CompiledGlob, compileGlob, globMatch } from "./glob.ts";
+export { POLICY_LIMITS } from "./_analyze.ts";

@@ -153,6 +153,20 @@ const Jobs = z.strictObject({
   spool_max_bytes: int(64 * 1024, 2 ** 36).default(16 * 1024 * 1024),
 });
 
+const Redaction = z.strictObject({
+  /** Extra regexes (JavaScript syntax, ASCII) masked in outputs, prompts and the audit log. */
+  patterns: z.array(
+    z.string().min(1).max(1024).refine((src) => {
+      try {
+        new RegExp(src, "g");
+        return true;
+      } catch {
+        return false;
+      }
+    }, "is not a valid regular expression"),
+  ).max(64).default([]),
+});
+
 const Approvals = z.strictObject({
   /** An approval nobody answers is denied after this long. */
   confirm_timeout_ms: int(100, 86_400_000).default(120_000),
@@ -210,6 +224,7 @@ export const Config = z.strictObject({
   sessions: section(Sessions.prefault({})),
   jobs: section(Jobs.prefault({})),
   approvals: section(Approvals.prefault({})),
+  redaction: section(Redaction.prefault({})),
   policies: section(Policies.prefault({ default: {} })),
   default_policy: PolicyName.default("default"),
 }).superRefine((config, ctx) => {
@@ -282,6 +297,8 @@ export interface EngineSettings {
   record: boolean;
   recording: { maxFileBytes: number; keepFiles: number };
   killGraceMs: number;
+  /** Extra redaction patterns (`redaction.patterns`). */
+  redactPatterns: string[];
 }
 
 export function engineOptionsFrom(config: Config, paths: TermadaPaths): EngineSettings {
@@ -304,6 +321,7 @@ export function engineOptionsFrom(config: Config, paths: TermadaPaths): EngineSe
       keepFiles: sessions.recording_keep_files,
     },
     killGraceMs: jobs.kill_grace_ms,
+    redactPatterns: [...config.redaction.patterns],
   };
 }
 

@@ -168,7 +168,7 @@ export class Gateway implements AdmissionHook {
     const base = {
       job_id: req.jobId,
       session_id: req.sessionId,
-      line: req.line,
+      line: req.secret ? "[secret]" : req.line,
       reader: req.reader,
     };
     if (this.stopped) {
@@ -177,8 +177,19 @@ export class Gateway implements AdmissionHook {
         retriable: true,
       });
     }
+    if (req.echoOff) {
+      // The terminal does not echo: a password for su/ssh/sudo, not a command. Only the fact
+      // is recorded, never the text.
+      this.record(agent, "input.written", { ...base, line: "[not echoed]" });
+      return;
+    }
     const d = this.#opts.policy.decideLine(req.owner, req.line);
-    const decision = { action: d.action, reason: d.reason, ...(d.rule ? { rule: d.rule } : {}) };
+    // For a secret line the reason (which quotes it) stays out of the audit log.
+    const decision = {
+      action: d.action,
+      ...(req.secret ? {} : { reason: d.reason }),
+      ...(d.rule ? { rule: d.rule } : {}),
+    };
     if (d.action !== "allow") {
       this.record(agent, "policy.denied", { ...base, decision });
       throw new TermadaError(

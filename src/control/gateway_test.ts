@@ -156,3 +156,35 @@ Deno.test("a command line typed into a shell is checked by the policy", async ()
   assert.ok(h.events.some((x) => x.event === "input.written" && x.data.line === "exit 0"));
   h.gateway.close();
 });
+
+Deno.test("a secret line to a shell is still checked; a password at a no-echo prompt is not a command", async () => {
+  const h = harness();
+  await using te = await testEngine({ admission: h.gateway });
+  h.gateway.attach(te.engine);
+  const e = te.engine;
+  const r = await e.run("a", { command: ["sh"], timeout_ms: 5000 });
+  // Marking input secret never skips the policy.
+  await rejectsWith(
+    () => e.write("a", { job_id: r.job_id, input: "touch forbidden-secret", secret: true }),
+    "DENIED_BY_POLICY",
+  );
+  const denied = h.events.find((x) => x.event === "policy.denied")!;
+  assert.equal(denied.data.line, "[secret]");
+  assert.ok(!JSON.stringify(denied).includes("forbidden-secret"));
+  // A program that turned echo off reads a password: that is not a command line.
+  await e.write("a", {
+    job_id: r.job_id,
+    input: "stty -echo; read pw; stty echo; echo got ${#pw}",
+  });
+  const w = await e.wait("a", { job_id: r.job_id, until: { prompt: true }, timeout_ms: 5000 });
+  assert.equal(w.matched, "prompt", JSON.stringify(w));
+  await e.write("a", { job_id: r.job_id, input: "forbidden-password" });
+  const written = h.events.filter((x) => x.event === "input.written");
+  assert.equal(written.at(-1)!.data.line, "[not echoed]");
+  await e.wait("a", { job_id: r.job_id, until: { pattern: "got 18" }, timeout_ms: 5000 });
+  await e.wait("a", { job_id: r.job_id, until: { prompt: true }, timeout_ms: 5000 });
+  await e.write("a", { job_id: r.job_id, input: "exit 0" });
+  const done = await e.wait("a", { job_id: r.job_id, timeout_ms: 5000 });
+  assert.match(done.output, /got 18/);
+  h.gateway.close();
+});

@@ -136,7 +136,9 @@ export class Daemon {
       }
       // The audit log opens before anything can run; a broken chain stops the start here.
       const auditDir = join(paths.stateDir, "audit");
-      const redactor = new Redactor();
+      const redactor = new Redactor({
+        extraPatterns: config.redaction.patterns.map((p) => new RegExp(p, "g")),
+      });
       const audit = AuditLog.open(auditDir, {
         redact: (text) => decoder.decode(redactor.redact(encoder.encode(text))),
       });

@@ -110,6 +110,13 @@ export interface InputAdmissionRequest {
   line: string;
   /** Command name of the reading process (bash, python3…). */
   reader: string;
+  /** The agent marked it secret (exec_write `secret`): the audit must not keep the text. */
+  secret: boolean;
+  /**
+   * The terminal does not echo (a kernel fact: a password prompt of su, ssh, sudo…): the line
+   * is not a command. An agent's `secret` flag alone never skips the policy.
+   */
+  echoOff: boolean;
 }
 
 export type AdmissionVerdict = { verdict: "run" } | { verdict: "confirm"; approvalId: string };
@@ -159,6 +166,8 @@ export interface EngineOptions {
   recording?: { maxFileBytes?: number; keepFiles?: number };
   /** Source the user's own ~/.bashrc / ~/.zshrc in sessions (default false: a clean shell). */
   userRc?: boolean;
+  /** Extra redaction regexes (config `redaction.patterns`), applied with the built-in ones. */
+  redactPatterns?: readonly string[];
   /** Grace between INT, TERM and KILL when a job is killed (default 2000 ms). */
   killGraceMs?: number;
   /** Time a new shell has to show its first prompt (default 10 s). */
@@ -268,6 +277,7 @@ export class Engine {
   #closed = false;
   #env: Record<string, string>;
   #hooks: EngineHooks;
+  #redactPatterns: RegExp[];
   #parked = new Map<
     string,
     { job: Job; script?: string; req: ExecStartInput; session?: Session }
@@ -280,6 +290,7 @@ export class Engine {
     this.output = { ...DEFAULT_OUTPUT, ...options.output };
     this.#env = baseEnv(options.env);
     this.#hooks = options.hooks ?? {};
+    this.#redactPatterns = (options.redactPatterns ?? []).map((p) => new RegExp(p, "g"));
   }
 
   // ── sessions ──────────────────────────────────────────────────────────────
@@ -443,13 +454,16 @@ export class Engine {
     const target = this.#inputTarget(job);
     const gate = this.#opts.admission;
     if (gate?.admitInput && job.inputReader && COMMAND_READERS.test(job.inputReader)) {
-      // The reader runs what it is given: the line is a command and passes the gate as one.
+      // The reader runs what it is given: the line is a command and passes the gate as one —
+      // unless the terminal does not echo (a password prompt of su, ssh, sudo…).
       await gate.admitInput({
         owner,
         jobId: job.id,
         sessionId: job.sessionId,
         line: req.input,
         reader: job.inputReader,
+        secret: req.secret === true,
+        echoOff: target.echo() === false,
       });
     }
     if (req.secret) {
@@ -766,7 +780,7 @@ export class Engine {
       command: [...command],
       mode,
       clock: this.#clock,
-      redactor: redactor ?? new Redactor(),
+      redactor: redactor ?? new Redactor({ extraPatterns: this.#redactPatterns }),
       output: { retentionBytes: this.output.retentionBytes, headBytes: this.output.headBytes },
     });
     this.#jobs.set(job.id, job);
@@ -833,15 +847,27 @@ export class Engine {
 
   #inputTarget(job: Job): {
     write: (s: string) => Promise<void>;
+    /** Whether the terminal echoes input now (false at password prompts). */
+    echo: () => boolean | undefined;
     redactor: Redactor;
     jobRedactor: Redactor;
   } {
     const one = this.#oneshots.get(job.id);
     if (one) {
-      return { write: (s) => one.writeInput(s), redactor: job.redactor, jobRedactor: job.redactor };
+      return {
+        write: (s) => one.writeInput(s),
+        echo: () => one.pty.termMode()?.echo,
+        redactor: job.redactor,
+        jobRedactor: job.redactor,
+      };
     }
     const s = this.#sessionOfJob(job);
-    return { write: (t) => s.writeInput(t), redactor: s.redactor, jobRedactor: job.redactor };
+    return {
+      write: (t) => s.writeInput(t),
+      echo: () => s.pty.termMode()?.echo,
+      redactor: s.redactor,
+      jobRedactor: job.redactor,
+    };
   }
 
   #sessionOfJob(job: Job): Session {
@@ -963,6 +989,7 @@ export class Engine {
           keepFiles: this.#opts.recording?.keepFiles ?? 3,
         },
         ringBytes: this.output.ringBytes,
+        redactPatterns: this.#redactPatterns,
         userRc: this.#opts.userRc ?? false,
         clock: this.#clock,
         startTimeoutMs: this.#opts.startTimeoutMs ?? 10_000,

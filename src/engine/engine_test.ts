@@ -599,3 +599,11 @@ Deno.test("opening and closing many sessions and jobs leaks no fds and no proces
   assert.ok(await settled() <= before, `fds: ${countOpenFds()} now, ${before} before`);
   assert.equal(childrenOf(Deno.pid).length, children);
 });
+
+Deno.test("redaction patterns from the configuration mask job output and the raw ring", async () => {
+  await using te = await testEngine({ redactPatterns: ["corp-[0-9]{6}"] });
+  const r = await te.engine.run(A, { command: ["echo", "id corp-123456 end"] });
+  assert.equal(r.output, "id [REDACTED] end\n");
+  const raw = new TextDecoder().decode(te.engine.sessionOf(A, r.session_id).ring.snapshot());
+  assert.ok(!raw.includes("corp-123456"));
+});

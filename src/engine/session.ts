@@ -53,6 +53,8 @@ export interface SessionOptions {
   recordingPath?: string;
   recording?: { maxFileBytes: number; keepFiles: number };
   ringBytes: number;
+  /** Extra redaction patterns from the configuration. */
+  redactPatterns?: readonly RegExp[];
   userRc: boolean;
   clock: Clock;
   startTimeoutMs: number;
@@ -65,7 +67,7 @@ export class Session {
   readonly shell: ShellKind;
   readonly workspace: string | undefined;
   readonly createdAt: number;
-  readonly redactor = new Redactor();
+  readonly redactor: Redactor;
   readonly ring: RawRing;
   cwd: string;
   state: SessionState = "starting";
@@ -74,7 +76,7 @@ export class Session {
   #opts: SessionOptions;
   #pty!: Pty;
   #parser: MarkerParser;
-  #rawRedact = this.redactor.stream();
+  #rawRedact: ReturnType<Redactor["stream"]>;
   #recorder: AsciicastRecorder | undefined;
   #screen: ScreenMirror;
   #zone = false;
@@ -95,6 +97,8 @@ export class Session {
     this.cwd = opts.cwd;
     this.createdAt = opts.clock.now();
     this.#opts = opts;
+    this.redactor = new Redactor({ extraPatterns: opts.redactPatterns });
+    this.#rawRedact = this.redactor.stream();
     this.#parser = new MarkerParser(randomHex(16));
     this.ring = new RawRing(opts.ringBytes);
     this.#screen = new ScreenMirror(this.ring, { cols: opts.cols, rows: opts.rows });

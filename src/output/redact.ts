@@ -10,6 +10,27 @@ export interface RedactorOptions {
   patterns?: boolean;
   /** Secret values to mask from the start (same rules as addLiteral). */
   literals?: string[];
+  /**
+   * Extra patterns from the configuration (matched over the bytes as Latin-1, so offsets are
+   * byte offsets: write them in ASCII). The whole match is masked.
+   */
+  extraPatterns?: readonly RegExp[];
+}
+
+/** Adds the byte spans of every non-empty match of `patterns` in d[from, to). */
+function extraSpans(
+  d: Uint8Array,
+  from: number,
+  to: number,
+  patterns: readonly RegExp[],
+  spans: number[],
+): void {
+  const text = latin1.decode(d.subarray(from, to));
+  for (const re of patterns) {
+    for (const m of text.matchAll(re)) {
+      if (m[0].length > 0) spans.push(from + m.index!, from + m.index! + m[0].length);
+    }
+  }
 }
 
 /** Streaming redactor over raw terminal bytes; see Redactor.stream. */
@@ -338,8 +359,13 @@ export class Redactor {
   /** PEM block state of the redact() stream of lines. */
   readonly #pem: PemState = { inBlock: false, lines: 0 };
 
+  #extra: RegExp[];
+
   constructor(options: RedactorOptions = {}) {
     this.#patterns = options.patterns ?? true;
+    this.#extra = (options.extraPatterns ?? []).map((re) =>
+      new RegExp(re.source, re.flags.includes("g") ? re.flags : re.flags + "g")
+    );
     for (const secret of options.literals ?? []) this.addLiteral(secret);
   }
 
@@ -387,6 +413,7 @@ export class Redactor {
     const spans: number[] = [];
     if (this.#literals.length > 0) this.#literalSpans(bytes, 0, n, spans);
     if (this.#patterns) patternSpans(bytes, 0, n, this.#pem, spans);
+    if (this.#extra.length > 0) extraSpans(bytes, 0, n, this.#extra, spans);
     if (spans.length === 0) return bytes;
     return applySpans(bytes, 0, n, normalize(spans));
   }
@@ -402,6 +429,7 @@ export class Redactor {
     const pem: PemState = { inBlock: false, lines: 0 };
     const finish = (d: Uint8Array, cut: number, spans: number[]): Uint8Array => {
       if (this.#patterns) patternSpans(d, 0, cut, pem, spans);
+      if (this.#extra.length > 0) extraSpans(d, 0, cut, this.#extra, spans);
       if (spans.length === 0) return cut === d.length ? d : d.subarray(0, cut);
       return applySpans(d, 0, cut, normalize(spans));
     };

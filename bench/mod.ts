@@ -4,12 +4,16 @@
  *   (b) `yes | head -c 200000000` through the full job pipeline vs raw PTY reading
  *   (c) 300 concurrent sessions: creation, a command's p99 under load, threads, memory
  *   (d) an MCP exec_run round trip through the daemon over its Unix socket
+ *   (e) policy decision time, typical commands and a 10 KB script
+ *   (f) audit appends per second, with and without fsync
  * Prints plain lines (median, p99, MB/s, RSS). No thresholds fail here: targets are printed next
  * to the figures. Set BENCH_QUICK=1 for a short smoke run.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { AuditLog } from "../src/audit/mod.ts";
 import { Daemon, socketFetch } from "../src/daemon/mod.ts";
+import { compilePolicy, decide } from "../src/policy/mod.ts";
 import { Engine } from "../src/engine/mod.ts";
 import { preloadNative, Pty, readProcFile, sharedPoller } from "../src/pty/mod.ts";
 
@@ -230,6 +234,70 @@ await engine.shutdown();
   sock.close();
   await daemon.stop("bench done");
   await Deno.remove(home, { recursive: true }).catch(() => {});
+}
+
+// ── (e) policy decisions ────────────────────────────────────────────────────
+{
+  const rules = compilePolicy({
+    allow: ["git *", "ls *", "cat *", "grep *", "npm *", "deno *", "make *", "echo *"],
+    deny: ["rm -rf *", "git push --force*", "curl * | *sh"],
+    confirm: ["git push *", "npm publish*", "sudo *"],
+  });
+  const time = (label: string, f: () => void, n: number) => {
+    const t: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const a = performance.now();
+      f();
+      t.push((performance.now() - a) * 1000);
+    }
+    out(`    ${label.padEnd(44)} p50 ${pct(t, 50).toFixed(1)} µs, p99 ${pct(t, 99).toFixed(1)} µs`);
+  };
+  const script = Array.from(
+    { length: 300 },
+    (_, i) => `if [ -f f${i} ]; then grep -n "x${i}" f${i} | head -3 && echo ok${i}; fi`,
+  ).join("\n");
+  out(`(e) policy decisions (${(script.length / 1024).toFixed(1)} KB script for the last line)`);
+  time('argv ["git", "status"]', () => decide(["git", "status"], rules), QUICK ? 500 : 5000);
+  time(
+    'line "ls -la | grep foo | head -5"',
+    () => decide(["ls -la | grep foo | head -5"], rules),
+    QUICK ? 500 : 5000,
+  );
+  time(
+    'line "sudo env X=1 nice -n 5 rm -rf /tmp/x"',
+    () => decide(["sudo env X=1 nice -n 5 rm -rf /tmp/x"], rules),
+    QUICK ? 500 : 3000,
+  );
+  time(
+    `${(script.length / 1024).toFixed(0)} KB shell script`,
+    () => decide([script], rules),
+    QUICK ? 20 : 100,
+  );
+}
+
+// ── (f) audit appends ───────────────────────────────────────────────────────
+{
+  const dir = await Deno.makeTempDir({ prefix: "termada-bench-audit-" });
+  const actor = { kind: "agent" as const, id: "bench" };
+  const data = {
+    job_id: "job_0123456789ab",
+    command: ["npm", "test"],
+    decision: { action: "allow" },
+  };
+  for (const fsync of [true, false]) {
+    const log = AuditLog.open(`${dir}/${fsync}`, { fsync });
+    const n = QUICK ? 500 : 3000;
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) log.append(actor, "job.requested", data);
+    const s = (performance.now() - t0) / 1000;
+    log.close();
+    out(
+      `(f) audit appends ${fsync ? "with fsync   " : "without fsync"}: ${(n / s).toFixed(0)}/s (${
+        (s * 1e6 / n).toFixed(0)
+      } µs each)`,
+    );
+  }
+  await Deno.remove(dir, { recursive: true });
 }
 
 await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});

@@ -31,6 +31,8 @@ export interface PolicyVerdict {
 }
 
 export interface PolicyPort {
+  /** The policy's standing answer for a prompt (`auto_answer`), if any. */
+  autoAnswer?(agent: string, prompt: string): string | undefined;
   /** `env`: variables the command gets (LD_PRELOAD and friends are part of what runs). */
   decide(agent: string, command: readonly string[], env?: Record<string, string>): PolicyVerdict;
   decideLine(agent: string, line: string): PolicyVerdict;
@@ -206,6 +208,22 @@ export class Gateway implements AdmissionHook {
       );
     }
     this.record(agent, "input.written", { ...base, decision });
+  }
+
+  /** A standing answer from the agent's policy, recorded before the engine types it. */
+  autoAnswer(
+    req: { owner: string; jobId: string; sessionId: string; prompt: string },
+  ): string | undefined {
+    const answer = this.#opts.policy.autoAnswer?.(req.owner, req.prompt);
+    if (answer === undefined) return undefined;
+    this.record({ kind: "system", id: "auto_answer" }, "input.auto_answered", {
+      job_id: req.jobId,
+      session_id: req.sessionId,
+      owner: req.owner,
+      prompt: req.prompt,
+      answer,
+    });
+    return answer;
   }
 
   /** An operator approves: the parked job runs exactly once. */

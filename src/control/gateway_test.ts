@@ -28,6 +28,7 @@ function harness(opts: { failAudit?: () => boolean; confirmTimeoutMs?: number } 
     policy: {
       decide: (_a, cmd) => policy(cmd.join(" ")),
       decideLine: (_a, line) => policy(line),
+      autoAnswer: (_a, prompt) => (/Continue\? $/.test(prompt) ? "yes" : undefined),
     },
     audit: {
       append(actor, event, data = {}) {
@@ -186,5 +187,25 @@ Deno.test("a secret line to a shell is still checked; a password at a no-echo pr
   await e.write("a", { job_id: r.job_id, input: "exit 0" });
   const done = await e.wait("a", { job_id: r.job_id, timeout_ms: 5000 });
   assert.match(done.output, /got 18/);
+  h.gateway.close();
+});
+
+Deno.test("the policy's standing answers are typed at matching prompts and audited", async () => {
+  const h = harness();
+  await using te = await testEngine({ admission: h.gateway });
+  h.gateway.attach(te.engine);
+  const r = await te.engine.run("a", {
+    command: ["read -p 'Continue? ' a; read -p 'Name? ' b; echo got-$a-$b"],
+    timeout_ms: 5000,
+  });
+  // The first prompt was answered for the agent; the second one is the agent's to answer.
+  assert.equal(r.status, "awaiting_input");
+  assert.equal(r.prompt, "Name? ");
+  await te.engine.write("a", { job_id: r.job_id, input: "ada" });
+  const done = await te.engine.wait("a", { job_id: r.job_id, timeout_ms: 5000 });
+  assert.match(done.output, /got-yes-ada/);
+  const auto = h.events.find((x) => x.event === "input.auto_answered")!;
+  assert.equal(auto.data.answer, "yes");
+  assert.equal(auto.data.prompt, "Continue? ");
   h.gateway.close();
 });

@@ -22,5 +22,7 @@ export function policyPort(config: Config): PolicyPort {
   return {
     decide: (agent, command, env) => decide(command, rulesOf(agent), { env }),
     decideLine: (agent, line) => decideLine(line, rulesOf(agent)),
+    autoAnswer: (agent, prompt) =>
+      rulesOf(agent).autoAnswer.find((a) => a.prompt.test(prompt))?.answer,
   };
 }

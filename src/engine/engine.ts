@@ -129,7 +129,17 @@ export type AdmissionVerdict = { verdict: "run" } | { verdict: "confirm"; approv
 export interface AdmissionHook {
   admit(req: AdmissionRequest): AdmissionVerdict | Promise<AdmissionVerdict>;
   admitInput?(req: InputAdmissionRequest): void | Promise<void>;
+  /**
+   * The operator's standing answer for a prompt (policy `auto_answer`), or undefined. The
+   * gate records the answer in the audit log before the engine types it.
+   */
+  autoAnswer?(
+    req: { owner: string; jobId: string; sessionId: string; prompt: string },
+  ): string | undefined;
 }
+
+/** Most automatic answers typed into one job (a wrong answer must not loop forever). */
+const MAX_AUTO_ANSWERS = 16;
 
 /** Programs whose stdin lines are commands: a line typed into them is checked like a command. */
 const COMMAND_READERS =
@@ -661,6 +671,47 @@ export class Engine {
     job.done.then(() => this.#parked.delete(approvalId));
   }
 
+  /** Types the policy's standing answers when the job waits at a matching prompt. */
+  #autoAnswer(job: Job): () => void {
+    const gate = this.#opts.admission;
+    if (!gate?.autoAnswer) return () => {};
+    let answered = 0;
+    let busy = false;
+    return job.onChange(() => {
+      if (job.status !== "awaiting_input" || busy || answered >= MAX_AUTO_ANSWERS) return;
+      let answer: string | undefined;
+      try {
+        answer = gate.autoAnswer!({
+          owner: job.owner,
+          jobId: job.id,
+          sessionId: job.sessionId,
+          prompt: job.prompt ?? "",
+        });
+      } catch {
+        return; // the gate could not record it (audit down): the agent answers itself
+      }
+      if (answer === undefined) return;
+      let target: ReturnType<Engine["inputTargetFor"]>;
+      try {
+        target = this.inputTargetFor(job);
+      } catch {
+        return;
+      }
+      busy = true;
+      answered++;
+      job.autoAnswering = true;
+      target.write(answer + "\r").catch(() => {}).finally(() => {
+        busy = false;
+        job.autoAnswering = false;
+      });
+    });
+  }
+
+  /** Where input for a job goes (its session, or its own terminal). */
+  inputTargetFor(job: Job): { write: (s: string) => Promise<void> } {
+    return this.#inputTarget(job);
+  }
+
   /** Asks the gate; a refusal is recorded as a `denied` job and rethrown with its id. */
   async #admit(job: Job, req: ExecStartInput): Promise<AdmissionVerdict> {
     const gate = this.#opts.admission;
@@ -788,7 +839,9 @@ export class Engine {
     const hooks = this.#hooks;
     if (hooks.jobOutput) job.onOutput = (bytes) => hooks.jobOutput!(job, bytes);
     hooks.jobStarted?.(job);
+    const stopAnswering = this.#autoAnswer(job);
     job.done.then(() => {
+      stopAnswering();
       hooks.jobEnded?.(job);
       if (mode === "foreground") {
         const s = this.#sessions.get(sessionId);

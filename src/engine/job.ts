@@ -78,6 +78,8 @@ export class Job {
   inputSource: "kernel" | "heuristic" | undefined;
   /** Command name of the process waiting for input (bash, python3, ssh…), when known. */
   inputReader: string | undefined;
+  /** True while a standing answer is being typed (waiters do not report that prompt). */
+  autoAnswering = false;
   /** Set while the job waits for an operator's decision. */
   approvalId: string | undefined;
   /** Set when Termada itself is ending the job (kill/limit): the final status to report. */

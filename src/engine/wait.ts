@@ -76,7 +76,9 @@ export function waitForJob(
   const check = (): { matched: Matched; match?: string } | undefined => {
     const m = scan();
     if (m !== undefined) return { matched: "pattern", match: m };
-    if (until.prompt && job.status === "awaiting_input") return { matched: "prompt" };
+    if (until.prompt && job.status === "awaiting_input" && !job.autoAnswering) {
+      return { matched: "prompt" };
+    }
     if (job.final) return { matched: "exit" };
     return undefined;
   };

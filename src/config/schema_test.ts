@@ -35,6 +35,7 @@ Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
       spool_max_bytes: 16 * 1024 * 1024,
     },
     approvals: { confirm_timeout_ms: 120_000 },
+    redaction: { patterns: [] },
     policies: { default: { allow: [], deny: [], confirm: [], auto_answer: [] } },
     default_policy: "default",
   });
@@ -76,6 +77,7 @@ Deno.test("engineOptionsFrom maps config keys to engine option names", () => {
     record: false,
     recording: { maxFileBytes: 1 << 20, keepFiles: 5 },
     killGraceMs: 500,
+    redactPatterns: [],
   });
   assert.equal("defaultCwd" in engineOptionsFrom(DEFAULT_CONFIG, paths), false);
 });

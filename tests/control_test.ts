@@ -168,3 +168,63 @@ Deno.test("agents cannot reach operator routes by any transport", async () => {
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("the daemon refuses to start on a broken audit chain and says what to do", async () => {
+  const home = await homeWith();
+  try {
+    {
+      await using d = await startDaemon(home);
+      await using c = await stdioClient(home, ["--agent", "dev"]);
+      await call(c, "exec_run", { command: ["echo", "recorded"] });
+      assert.equal(await d.stop(), 0);
+    }
+    const seg = [...Deno.readDirSync(`${home}/audit`)].map((e) => e.name)
+      .filter((n) => n.endsWith(".jsonl")).sort()[0]!;
+    const path = `${home}/audit/${seg}`;
+    const text = Deno.readTextFileSync(path);
+    Deno.writeTextFileSync(path, text.replace('"recorded"', '"forged!!"').replace("echo", "ech0"));
+    const verify = await termada(home, ["audit", "verify"]);
+    assert.equal(verify.code, 1);
+    assert.match(verify.stdout, /BROKEN at seq \d+/);
+    const start = await termada(home, ["serve", "--bind", "127.0.0.1:0"]);
+    assert.notEqual(start.code, 0);
+    assert.match(start.stderr, /AUDIT_UNAVAILABLE/);
+    assert.match(start.stderr, /termada audit verify/);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
+Deno.test("an agent token over the Unix socket does not reach operator routes either", async () => {
+  const home = await homeWith(
+    CONFIG + `agents:\n  ci:\n    token: "agent-token-0123456789abcdef"\n`,
+  );
+  try {
+    await using d = await startDaemon(home);
+    const client = Deno.createHttpClient({ proxy: { transport: "unix", path: d.socketPath } });
+    try {
+      for (const path of ["/api/approvals", "/api/audit"]) {
+        const r = await fetch(`http://termada${path}`, {
+          client,
+          headers: {
+            authorization: "Bearer agent-token-0123456789abcdef",
+            "x-termada-agent": "ci",
+          },
+        } as RequestInit);
+        assert.equal(r.status, 401, path);
+        await r.body?.cancel();
+      }
+      const stop = await fetch("http://termada/api/stop", {
+        client,
+        method: "POST",
+        headers: { authorization: "Bearer agent-token-0123456789abcdef" },
+      } as RequestInit);
+      assert.equal(stop.status, 401);
+      await stop.body?.cancel();
+    } finally {
+      client.close();
+    }
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});

@@ -65,6 +65,8 @@ Deno.test(
 
 Deno.test("the stdio shim starts the daemon when none runs", async () => {
   const home = await tempHome();
+  // Any free port: a real daemon may hold the default 7717 on a developer's machine.
+  await Deno.writeTextFile(`${home}/config.yaml`, "server:\n  bind: 127.0.0.1:0\n");
   let pid: number | undefined;
   try {
     {

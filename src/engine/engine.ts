@@ -610,7 +610,23 @@ export class Engine {
       this.#park(job, verdict.approvalId, { job, script, req, session });
       return job;
     }
-    await session.run(job, script);
+    try {
+      await session.run(job, script);
+    } catch (err) {
+      // The session closed while the gate decided: the job could not start.
+      if (!job.final) {
+        job.finish("failed", { reason: `could not start: ${(err as Error).message}` });
+      }
+      throw new TermadaError(
+        "NOT_FOUND",
+        `Session "${session.id}" closed before the command started`,
+        {
+          cause: err,
+          details: { job_id: job.id },
+          hint: "Run it again (your default session is recreated on demand)",
+        },
+      );
+    }
     return job;
   }
 

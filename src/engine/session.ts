@@ -274,6 +274,10 @@ export class Session {
   async #teardown(reason: string): Promise<void> {
     this.closeReason ??= reason;
     const job = this.job;
+    if (job?.status === "pending_approval") {
+      // It never ran: nothing was killed.
+      job.finish("denied", { reason: `the session closed (${reason}) before an operator decided` });
+    }
     if (job && !job.final) job.stopping = { status: "killed", signal: "HUP" };
     this.state = "closed";
     this.#clearTimers();

@@ -631,8 +631,12 @@ export class Engine {
   }
 
   async #launchBackground(owner: string, req: ExecStartInput): Promise<Job> {
+    // Background jobs waiting for approval count too: the approval queue is bounded as well.
     let running = 0;
     for (const o of this.#oneshots.values()) if (o.job.owner === owner && !o.job.final) running++;
+    for (const p of this.#parked.values()) {
+      if (p.job.owner === owner && p.job.mode === "background") running++;
+    }
     if (running >= this.limits.backgroundPerOwner) {
       throw new TermadaError(
         "QUOTA_EXCEEDED",

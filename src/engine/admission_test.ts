@@ -131,3 +131,15 @@ Deno.test("a line typed into a shell waiting for input is checked like a command
   await e.write(A, { job_id: q.job_id, input: "forbidden is just a name" });
   assert.equal(gate.lines.length, 2);
 });
+
+Deno.test("background jobs waiting for approval count against the background quota", async () => {
+  await using te = await testEngine({ admission: fakeGate(), limits: { backgroundPerOwner: 2 } });
+  const e = te.engine;
+  await e.start(A, { command: ["echo", "needs-ok", "1"], mode: "background" });
+  await e.start(A, { command: ["echo", "needs-ok", "2"], mode: "background" });
+  await rejectsWith(
+    () => e.start(A, { command: ["echo", "needs-ok", "3"], mode: "background" }),
+    "QUOTA_EXCEEDED",
+  );
+  assert.equal(e.pendingApprovals().length, 2);
+});

@@ -77,6 +77,12 @@ export const LIBC_LINUX = {
   waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   // int pidfd_open(pid_t pid, unsigned int flags);
   pidfd_open: { parameters: ["i32", "u32"], result: "i32" },
+  // DIR *opendir(const char *name);
+  opendir: { parameters: ["buffer"], result: "pointer" },
+  // struct dirent *readdir(DIR *dirp);
+  readdir: { parameters: ["pointer"], result: "pointer" },
+  // int closedir(DIR *dirp);
+  closedir: { parameters: ["pointer"], result: "i32" },
   // int *__errno_location(void);
   __errno_location: { parameters: [], result: "pointer" },
   // char *strerror(int errnum);
@@ -114,6 +120,8 @@ export const LINUX = {
   ESRCH: 3,
   /** termios c_lflag bits and offset (struct termios: iflag, oflag, cflag, lflag: u32 each). */
   TERMIOS_LFLAG_OFFSET: 12,
+  /** struct dirent (glibc, 64-bit): d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name. */
+  DIRENT_NAME_OFFSET: 19,
   ICANON: 0o000002,
   ECHO: 0o000010,
 } as const;

@@ -4,10 +4,12 @@
  * agent credentials — tokens or dev-mode identities — never reach these routes.
  */
 import { Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import { encodeBase64 } from "./_base64.ts";
 import type { Context } from "hono";
 import type { Actor, Gateway } from "../control/mod.ts";
 import type { Engine } from "../engine/mod.ts";
-import { TermadaError, toTermadaError } from "../shared/mod.ts";
+import { type EventBus, TermadaError, toTermadaError } from "../shared/mod.ts";
 import type { AppEnv } from "./app.ts";
 
 export interface OperatorOptions {
@@ -19,7 +21,16 @@ export interface OperatorOptions {
   auditTail?: (n: number) => unknown[];
   /** Full verification of the audit chain. */
   auditVerify?: () => unknown;
+  /** Live events (the audit records as they are written). */
+  bus?: EventBus;
+  /** SSE keep-alive period (default 15 s). */
+  keepAliveMs?: number;
 }
+
+/** Bytes queued for one slow stream client before it is cut off (it resumes by cursor). */
+const MAX_STREAM_BACKLOG = 4 * 1024 * 1024;
+/** Raw bytes per SSE message of a terminal stream (base64 makes it 4/3 larger). */
+const STREAM_CHUNK = 48 * 1024;
 
 const STATUS: Record<string, 400 | 401 | 403 | 404 | 409 | 500 | 503> = {
   INVALID_ARGUMENT: 400,
@@ -135,6 +146,124 @@ export function operatorRoutes(
       return fail(c, err);
     }
   });
+  api.get("/sessions", (c) => c.json({ sessions: engine.allSessions() }));
+
+  api.get("/jobs", (c) => {
+    const limit = Number(c.req.query("limit") ?? "100");
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+      return fail(
+        c,
+        new TermadaError("INVALID_ARGUMENT", '"limit" must be an integer from 1 to 1000'),
+      );
+    }
+    return c.json({ jobs: engine.allJobs(limit) });
+  });
+
+  // Live events: SSE with Last-Event-ID resume over a bounded replay window; `resync` when the
+  // client's id fell out of it (reload state, then follow).
+  api.get("/events", (c) => {
+    const bus = options.bus;
+    if (!bus) return fail(c, new TermadaError("NOT_SUPPORTED", "No event bus"));
+    const raw = c.req.header("last-event-id") ?? c.req.query("since");
+    const since = raw === undefined || raw === "" ? undefined : Number(raw);
+    if (since !== undefined && (!Number.isInteger(since) || since < 0)) {
+      return fail(c, new TermadaError("INVALID_ARGUMENT", "Last-Event-ID must be an event id"));
+    }
+    return streamSSE(c, async (stream) => {
+      const done = Promise.withResolvers<void>();
+      let chain: Promise<void> = Promise.resolve();
+      const send = (id: number, event: string, data: unknown) => {
+        chain = chain.then(() =>
+          stream.writeSSE({ id: String(id), event, data: JSON.stringify(data) })
+        );
+      };
+      const replay = bus.since(since);
+      if (replay.kind === "resync") send(bus.lastId, "resync", { last_id: bus.lastId });
+      let last = since ?? 0;
+      for (const e of replay.events) {
+        send(e.id, e.type, e);
+        last = e.id;
+      }
+      const off = bus.subscribe((e) => {
+        if (e.id > last) {
+          last = e.id;
+          send(e.id, e.type, e);
+        }
+      });
+      const ka = setInterval(() => {
+        chain = chain.then(() => stream.write(": keep-alive\n\n")).then(() => {});
+      }, options.keepAliveMs ?? 15_000);
+      stream.onAbort(() => done.resolve());
+      await done.promise;
+      clearInterval(ka);
+      off();
+      await chain.catch(() => {});
+    });
+  });
+
+  // A session's raw terminal bytes (redacted, markers removed): replay from `cursor` (a ring
+  // offset; default: all that is kept), then live. Binary-safe: each message is base64, its id
+  // the offset after it; `gap` says bytes before the replay were dropped; `end` when it closes.
+  api.get("/sessions/:id/stream", (c) => {
+    let session;
+    try {
+      session = engine.anySession(c.req.param("id"));
+    } catch (err) {
+      return fail(c, err);
+    }
+    const raw = c.req.header("last-event-id") ?? c.req.query("cursor");
+    const from = raw === undefined || raw === "" ? 0 : Number(raw);
+    if (!Number.isInteger(from) || from < 0 || from > session.ring.totalBytes) {
+      return fail(
+        c,
+        new TermadaError("INVALID_ARGUMENT", "cursor must be an offset of this stream"),
+      );
+    }
+    const s = session;
+    return streamSSE(c, async (stream) => {
+      const done = Promise.withResolvers<void>();
+      let chain: Promise<void> = Promise.resolve();
+      let backlog = 0;
+      const sendBytes = (bytes: Uint8Array, endOffset: number) => {
+        for (let off = 0; off < bytes.length; off += STREAM_CHUNK) {
+          const part = bytes.subarray(off, Math.min(bytes.length, off + STREAM_CHUNK));
+          const id = endOffset - bytes.length + off + part.length;
+          backlog += part.length;
+          if (backlog > MAX_STREAM_BACKLOG) {
+            // The client does not keep up: cut it off; it resumes from its last id.
+            done.resolve();
+            return;
+          }
+          const data = encodeBase64(part);
+          chain = chain.then(() => stream.writeSSE({ id: String(id), event: "data", data }))
+            .then(() => {
+              backlog -= part.length;
+            });
+        }
+      };
+      const { bytes, from: start, truncated } = s.ring.since(from);
+      if (truncated) {
+        chain = chain.then(() =>
+          stream.writeSSE({ event: "gap", data: JSON.stringify({ from: from, to: start }) })
+        );
+      }
+      if (bytes.length > 0) sendBytes(bytes, start + bytes.length);
+      const off = s.onRaw((b, end) => sendBytes(b, end));
+      s.closed.then(() => {
+        chain = chain.then(() => stream.writeSSE({ event: "end", data: "{}" }));
+        done.resolve();
+      });
+      const ka = setInterval(() => {
+        chain = chain.then(() => stream.write(": keep-alive\n\n")).then(() => {});
+      }, options.keepAliveMs ?? 15_000);
+      stream.onAbort(() => done.resolve());
+      await done.promise;
+      off();
+      clearInterval(ka);
+      await chain.catch(() => {});
+    });
+  });
+
   api.get("/audit", (c) => {
     if (!options.auditTail) return fail(c, new TermadaError("NOT_SUPPORTED", "No audit log"));
     const n = Number(c.req.query("n") ?? "50");

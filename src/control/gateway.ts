@@ -12,7 +12,15 @@ import type {
   InputAdmissionRequest,
   PendingApproval,
 } from "../engine/mod.ts";
-import { type Clock, logger, newId, notFound, systemClock, TermadaError } from "../shared/mod.ts";
+import {
+  type Clock,
+  type EventBus,
+  logger,
+  newId,
+  notFound,
+  systemClock,
+  TermadaError,
+} from "../shared/mod.ts";
 
 const log = logger("control");
 
@@ -70,6 +78,8 @@ export interface GatewayOptions {
   policy: PolicyPort;
   audit: AuditPort;
   approvals: ApprovalStorePort;
+  /** Live mirror of every audit record, for the dashboard's activity feed. */
+  bus?: EventBus;
   /** Unanswered approvals are denied after this long (default 120 s). */
   confirmTimeoutMs?: number;
   clock?: Clock;
@@ -102,6 +112,7 @@ export class Gateway implements AdmissionHook {
   record(actor: Actor, event: string, data: Record<string, unknown> = {}): void {
     try {
       this.#opts.audit.append(actor, event, data);
+      this.#opts.bus?.publish(event, { actor, ...data });
     } catch (err) {
       if (err instanceof TermadaError && err.code === "AUDIT_UNAVAILABLE") throw err;
       throw new TermadaError("AUDIT_UNAVAILABLE", "The audit log cannot be written: nothing runs", {

@@ -23,7 +23,14 @@ import {
   type TermadaPaths,
 } from "../config/mod.ts";
 import { Engine } from "../engine/mod.ts";
-import { logger, randomHex, setLogLevel, systemClock, TermadaError } from "../shared/mod.ts";
+import {
+  EventBus,
+  logger,
+  randomHex,
+  setLogLevel,
+  systemClock,
+  TermadaError,
+} from "../shared/mod.ts";
 import { pruneSpools, Store } from "../store/mod.ts";
 import { auditHooks, combineHooks, storeHooks } from "./persist.ts";
 import { policyPort } from "./policy_port.ts";
@@ -159,7 +166,9 @@ export class Daemon {
           denied_jobs: recovered.deniedJobs,
         });
       }
+      const bus = new EventBus(1000);
       const gateway = new Gateway({
+        bus,
         policy: policyPort(config),
         audit,
         approvals: store,
@@ -225,6 +234,7 @@ export class Daemon {
           gateway,
           auditTail: (n) => audit.tail(n),
           auditVerify: () => verifyAudit(auditDir),
+          bus,
         },
         onAgent: (id, via) => {
           try {

@@ -347,6 +347,42 @@ export class Engine {
     return { ok: true, cols: req.cols, rows: req.rows };
   }
 
+  /** Every open session of every owner (operator views only; agents never reach this). */
+  allSessions(): (SessionInfo & { owner: string })[] {
+    return [...this.#sessions.values()]
+      .filter((s) => s.state !== "closed")
+      .map((s) => ({ ...this.#sessionInfo(s), owner: s.owner }));
+  }
+
+  /** Jobs of every owner, newest first (operator views only). */
+  allJobs(limit: number): (JobSummary & { owner: string })[] {
+    const out: (JobSummary & { owner: string })[] = [];
+    for (let i = this.#jobOrder.length - 1; i >= 0 && out.length < limit; i--) {
+      const j = this.#jobOrder[i]!;
+      out.push({
+        owner: j.owner,
+        job_id: j.id,
+        session_id: j.sessionId,
+        command: [...j.command],
+        mode: j.mode,
+        status: j.status,
+        ...(j.exitCode === undefined ? {} : { exit_code: j.exitCode }),
+        ...(j.signal === undefined ? {} : { signal: j.signal }),
+        started_at: new Date(j.startedAt).toISOString(),
+        duration_ms: j.durationMs,
+        ...(j.cwd === undefined ? {} : { cwd: j.cwd }),
+      });
+    }
+    return out;
+  }
+
+  /** A session by id whatever its owner (operator views only). */
+  anySession(id: string): Session {
+    const s = this.#sessions.get(id);
+    if (!s || s.state === "closed") throw notFound("session", id);
+    return s;
+  }
+
   /** Open sessions in all (every owner): for the operator's views. */
   sessionCount(): number {
     return this.#countSessions();

@@ -84,6 +84,8 @@ export class Session {
   #sent = false;
   #stagePath: string | undefined;
   #staged = false;
+  #rawListeners = new Set<(bytes: Uint8Array, endOffset: number) => void>();
+  #closedP = Promise.withResolvers<void>();
   #ready = Promise.withResolvers<void>();
   #input!: InputWatcher;
   #closing: Promise<void> | undefined;
@@ -231,6 +233,20 @@ export class Session {
     this.#recorder?.resize(cols, rows);
   }
 
+  /** Resolves once the session is closed and cleaned up. */
+  get closed(): Promise<void> {
+    return this.#closedP.promise;
+  }
+
+  /**
+   * Live raw terminal bytes (redacted, markers removed) as they reach the replay ring, with the
+   * ring offset after them: for operators' live terminals. Returns the unsubscribe function.
+   */
+  onRaw(listener: (bytes: Uint8Array, endOffset: number) => void): () => void {
+    this.#rawListeners.add(listener);
+    return () => this.#rawListeners.delete(listener);
+  }
+
   screen(): Promise<ScreenSnapshot> {
     return this.#screen.snapshot();
   }
@@ -288,6 +304,7 @@ export class Session {
     this.#screen.dispose();
     await this.#recorder?.close();
     await this.#cleanupFiles();
+    this.#closedP.resolve();
     this.#opts.onClosed(this);
   }
 
@@ -315,6 +332,7 @@ export class Session {
       if (raw.length > 0) {
         this.ring.append(raw);
         this.#recorder?.output(raw);
+        for (const l of this.#rawListeners) l(raw, this.ring.totalBytes);
       }
       if (this.#zone && this.job) {
         this.job.feed(piece.data);

@@ -18,10 +18,12 @@ export {
 } from "./pty.ts";
 export { Poller, type PollHandler, sharedPoller } from "./poller.ts";
 export {
+  allPids,
   childrenOf,
   countOpenFds,
   currentSyscall,
   descendantsOf,
+  pidsInSession,
   type ProcStat,
   procStat,
   readLink,

@@ -36,6 +36,8 @@ export interface ProcStat {
   session: number;
   ttyNr: number;
   tpgid: number;
+  /** Start time in clock ticks since boot: with the pid, identifies a process across exec. */
+  startTime: number;
 }
 
 /** Fields of /proc/<pid>/stat (comm may contain spaces and parentheses: parse from the last ')'). */
@@ -55,6 +57,7 @@ export function procStat(pid: number): ProcStat | undefined {
     session: Number(rest[3]),
     ttyNr: Number(rest[4]),
     tpgid: Number(rest[5]),
+    startTime: Number(rest[19]),
   };
 }
 
@@ -106,4 +109,29 @@ export function countOpenFds(maxFd = 4096): number {
     if (libc.fcntl(fd, LINUX.F_GETFL, 0) !== -1) n++;
   }
   return n;
+}
+
+/** Every pid on the system (the numeric entries of /proc), read through libc. */
+export function allPids(): number[] {
+  const libc = sys();
+  const dir = libc.opendir(cstr("/proc"));
+  if (dir === null) return [];
+  const out: number[] = [];
+  try {
+    for (;;) {
+      const ent = libc.readdir(dir);
+      if (ent === null) break;
+      const name = Deno.UnsafePointerView.getCString(ent, LINUX.DIRENT_NAME_OFFSET);
+      const c = name.charCodeAt(0);
+      if (c >= 48 && c <= 57) out.push(Number(name));
+    }
+  } finally {
+    libc.closedir(dir);
+  }
+  return out;
+}
+
+/** Every process whose session id is `sid` (a terminal session's processes, orphans included). */
+export function pidsInSession(sid: number): number[] {
+  return allPids().filter((p) => p !== sid && procStat(p)?.session === sid);
 }

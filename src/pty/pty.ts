@@ -12,7 +12,7 @@
 import { LINUX, SIGNALS } from "../../ffi/mod.ts";
 import { check, checkRc, cstr, cstrArray, decodeCString, errno, sys, SysError } from "./_sys.ts";
 import { type Poller, sharedPoller } from "./poller.ts";
-import { descendantsOf, procStat } from "./procfs.ts";
+import { descendantsOf, pidsInSession, procStat } from "./procfs.ts";
 
 export type SignalName = keyof typeof SIGNALS;
 
@@ -354,8 +354,10 @@ export class Pty implements AsyncDisposable {
       libc.kill(this.pid, SIGNALS.KILL);
       await this.#waitExit(5000);
     }
-    // Sweep the rest of the tree: anything that escaped the group or the hangup.
+    // Sweep the rest of the tree: anything that escaped the group or the hangup, and anything
+    // still in the terminal's session (a job started just as we closed, orphaned to init).
     killTree(tree, "KILL");
+    for (const p of pidsInSession(this.pid)) libc.kill(p, SIGNALS.KILL);
     if (!this.#exit) {
       // The child ignores even SIGKILL (stuck in the kernel): stop watching, report it.
       this.#poller.unregister(this.#pidfd, { close: true });
@@ -490,11 +492,12 @@ function setWinsize(fd: number, cols: number, rows: number): void {
   check(sys().ioctl(fd, BigInt(LINUX.TIOCSWINSZ), new Uint8Array(ws.buffer)), "ioctl(TIOCSWINSZ)");
 }
 
-/** A process captured for teardown: pid, command name (pid-reuse guard) and group. */
+/** A process captured for teardown: pid, start time (pid-reuse guard; survives exec) and group. */
 export interface TreeProcess {
   pid: number;
   comm: string;
   pgrp: number;
+  startTime: number;
 }
 
 /** The descendants of `pid`, captured before teardown changes their parentage. */
@@ -502,17 +505,20 @@ export function snapshotTree(pid: number): TreeProcess[] {
   const out: TreeProcess[] = [];
   for (const p of descendantsOf(pid)) {
     const st = procStat(p);
-    if (st) out.push({ pid: p, comm: st.comm, pgrp: st.pgrp });
+    if (st) out.push({ pid: p, comm: st.comm, pgrp: st.pgrp, startTime: st.startTime });
   }
   return out;
 }
 
-/** Sends `sig` to every listed process still alive with the same command name. */
+/**
+ * Sends `sig` to every listed process that is still the same process (same pid and start time:
+ * a process that exec'd since the snapshot still counts; a reused pid does not).
+ */
 export function killTree(tree: readonly TreeProcess[], sig: SignalName): void {
   const n = signalNumber(sig);
   for (const p of tree) {
     const st = procStat(p.pid);
-    if (st && st.comm === p.comm && st.state !== "Z") sys().kill(p.pid, n);
+    if (st && st.startTime === p.startTime && st.state !== "Z") sys().kill(p.pid, n);
   }
 }
 

@@ -70,8 +70,13 @@ Deno.test("closing 200 ptys returns the fd count to where it was", async () => {
 });
 
 Deno.test("close kills grandchildren that left the process group", async () => {
+  const tag = `tm-pty-${crypto.randomUUID().slice(0, 8)}`;
   await using pty = Pty.spawn({
-    argv: ["bash", "-c", "setsid sleep 300 & sleep 300 & echo $!; wait"],
+    argv: [
+      "bash",
+      "-c",
+      `setsid bash -c 'exec -a ${tag}-a sleep 300' & (exec -a ${tag}-b sleep 300) & echo $!; wait`,
+    ],
     env: ENV,
   });
   const reader = pty.readable.getReader();
@@ -79,6 +84,32 @@ Deno.test("close kills grandchildren that left the process group", async () => {
   reader.releaseLock();
   assert.ok(value);
   await pty.close({ graceMs: 100 });
-  const out = new Deno.Command("pgrep", { args: ["-f", "sleep 300"] }).outputSync();
-  assert.equal(new TextDecoder().decode(out.stdout).trim(), "");
+  const left = () =>
+    new TextDecoder().decode(
+      new Deno.Command("pgrep", { args: ["-f", `^${tag}-`] }).outputSync().stdout,
+    ).trim();
+  for (let i = 0; i < 50 && left() !== ""; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(left(), "");
+});
+
+Deno.test("close also kills orphans left in the terminal's session", async () => {
+  const tag = `tm-orphan-${crypto.randomUUID().slice(0, 8)}`;
+  const pty = Pty.spawn({
+    // With job control the subshell gets its own process group and exits at once: its child is
+    // reparented to init — out of the tree and of the child's group, still in the session.
+    argv: ["bash", "-c", `set -m; (bash -c 'exec -a ${tag} sleep 300' &); echo go; sleep 300`],
+    env: ENV,
+  });
+  const reader = pty.readable.getReader();
+  await reader.read();
+  reader.releaseLock();
+  const found = () =>
+    new TextDecoder().decode(
+      new Deno.Command("pgrep", { args: ["-f", `^${tag}`] }).outputSync().stdout,
+    ).trim();
+  for (let i = 0; i < 100 && found() === ""; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.notEqual(found(), "", "the orphan runs");
+  await pty.close({ graceMs: 100 });
+  for (let i = 0; i < 50 && found() !== ""; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(found(), "");
 });

@@ -15,3 +15,4 @@ export { type Logger, logger, type LogLevel, setLogFile, setLogLevel } from "./l
 export { newId, randomHex } from "./ids.ts";
 export { type Clock, systemClock } from "./clock.ts";
 export { delay, within } from "./async.ts";
+export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";

@@ -1,0 +1,163 @@
+import assert from "node:assert/strict";
+import { Gateway } from "../control/mod.ts";
+import { testEngine } from "../engine/_test_util.ts";
+import { EventBus } from "../shared/mod.ts";
+import { createApp } from "./mod.ts";
+
+const TOKEN = "op-" + "x".repeat(40);
+
+async function setup(busCapacity = 1000) {
+  const bus = new EventBus(busCapacity);
+  const gateway = new Gateway({
+    bus,
+    policy: {
+      decide: () => ({ action: "allow", reason: "ok" }),
+      decideLine: () => ({ action: "allow", reason: "ok" }),
+    },
+    audit: { append: () => {} },
+    approvals: { insertApproval: () => {}, decideApproval: () => true },
+  });
+  const te = await testEngine({ admission: gateway });
+  gateway.attach(te.engine);
+  const app = createApp({
+    engine: te.engine,
+    version: "test",
+    port: 7717,
+    agents: { agentForToken: () => undefined, isConfigured: () => false, devMode: true },
+    operatorToken: TOKEN,
+    operator: { gateway, bus },
+  });
+  return {
+    te,
+    bus,
+    app,
+    get(path: string, headers: Record<string, string> = {}) {
+      return app.app.fetch(
+        new Request(`http://termada${path}`, {
+          headers: { authorization: `Bearer ${TOKEN}`, ...headers },
+        }),
+        { listener: "unix" },
+      );
+    },
+    async [Symbol.asyncDispose]() {
+      gateway.close();
+      await app.close();
+      await te[Symbol.asyncDispose]();
+    },
+  };
+}
+
+interface SseMessage {
+  id?: string;
+  event?: string;
+  data: string;
+}
+
+/** Reads SSE messages until `until` says stop (or `max` messages); then cancels the stream. */
+async function readSse(
+  res: Response,
+  until: (m: SseMessage, all: SseMessage[]) => boolean,
+): Promise<SseMessage[]> {
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  const out: SseMessage[] = [];
+  let buf = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let sep: number;
+      while ((sep = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, sep);
+        buf = buf.slice(sep + 2);
+        if (block.startsWith(":")) continue;
+        const m: SseMessage = { data: "" };
+        for (const line of block.split("\n")) {
+          const i = line.indexOf(":");
+          const k = line.slice(0, i);
+          const v = line.slice(i + 1).replace(/^ /, "");
+          if (k === "id") m.id = v;
+          else if (k === "event") m.event = v;
+          else if (k === "data") m.data += v;
+        }
+        out.push(m);
+        if (until(m, out)) return out;
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  return out;
+}
+
+Deno.test("operator lists: sessions and jobs of every agent; no token, no answer", async () => {
+  await using h = await setup();
+  await h.te.engine.run("alice", { command: ["echo", "a"] });
+  await h.te.engine.run("bob", { command: ["echo", "b"] });
+  const s = await (await h.get("/api/sessions")).json();
+  assert.deepEqual(s.sessions.map((x: { owner: string }) => x.owner).sort(), ["alice", "bob"]);
+  const j = await (await h.get("/api/jobs")).json();
+  assert.equal(j.jobs.length, 2);
+  const anon = await h.app.app.fetch(new Request("http://termada/api/sessions"), {
+    listener: "unix",
+  });
+  assert.equal(anon.status, 401);
+  await anon.body?.cancel();
+});
+
+Deno.test("the events stream replays, follows live, and resumes after Last-Event-ID", async () => {
+  await using h = await setup();
+  await h.te.engine.run("alice", { command: ["echo", "one"] });
+  const first = await readSse(await h.get("/api/events"), (m) => m.event === "job.requested");
+  const id = Number(first.at(-1)!.id);
+  assert.ok(id >= 1);
+  // Live: the next run arrives on an open stream.
+  const live = h.get("/api/events", { "last-event-id": String(id) });
+  const later = h.te.engine.run("alice", { command: ["echo", "two"] });
+  const msgs = await readSse(await live, (m) => m.event === "job.requested");
+  await later;
+  assert.ok(msgs.every((m) => Number(m.id) > id), "only events after the given id");
+  assert.deepEqual(JSON.parse(msgs.at(-1)!.data).data.command, ["echo", "two"]);
+});
+
+Deno.test("the events stream asks for a resync when the id is older than the window", async () => {
+  await using h = await setup(3);
+  for (let i = 0; i < 6; i++) h.bus.publish("tick", { i });
+  const msgs = await readSse(
+    await h.get("/api/events", { "last-event-id": "1" }),
+    (_m, all) => all.length >= 4,
+  );
+  assert.equal(msgs[0]!.event, "resync");
+  assert.deepEqual(msgs.slice(1).map((m) => JSON.parse(m.data).data.i), [3, 4, 5]);
+});
+
+Deno.test("a session's raw stream replays, follows live, and resumes by cursor without duplicates", async () => {
+  await using h = await setup();
+  const e = h.te.engine;
+  const r = await e.run("alice", { command: ["echo", "first-output"] });
+  const dec = (m: SseMessage) =>
+    new TextDecoder().decode(Uint8Array.from(atob(m.data), (c) => c.charCodeAt(0)));
+  const replay = await readSse(
+    await h.get(`/api/sessions/${r.session_id}/stream`),
+    (_m, all) => all.map(dec).join("").includes("first-output\r\n"),
+  );
+  const text = replay.map(dec).join("");
+  assert.match(text, /echo first-output\r\nfirst-output\r\n/);
+  const cursor = replay.at(-1)!.id!;
+  const live = h.get(`/api/sessions/${r.session_id}/stream`, { "last-event-id": cursor });
+  const run = e.run("alice", { command: ["echo", "second-output"], session: r.session_id });
+  const more = await readSse(
+    await live,
+    (_m, all) => all.map(dec).join("").includes("second-output\r\n"),
+  );
+  await run;
+  const moreText = more.map(dec).join("");
+  assert.ok(!moreText.includes("first-output"), "nothing before the cursor again");
+  assert.match(moreText, /second-output/);
+  const bad = await h.get(`/api/sessions/${r.session_id}/stream?cursor=999999999`);
+  assert.equal(bad.status, 400);
+  await bad.body?.cancel();
+  const missing = await h.get(`/api/sessions/ses_nope/stream`);
+  assert.equal(missing.status, 404);
+  await missing.body?.cancel();
+});

@@ -22,10 +22,16 @@ Deno.test("serve starts on embedded defaults, refuses a second daemon and stops 
     const pageUrl = /Dashboard\s+(\S+)/.exec(banner)![1]!;
     const page = await fetch(pageUrl);
     assert.equal(page.status, 200);
-    assert.match(await page.text(), /daemon is running/);
-    const noToken = await fetch(`http://127.0.0.1:${d.port}/`);
+    assert.match(await page.text(), /<script[^>]+src=/);
+    // The page is public; the data behind it needs the token.
+    const noToken = await fetch(`http://127.0.0.1:${d.port}/api/status`);
     assert.equal(noToken.status, 401);
     await noToken.body?.cancel();
+    const token = new URL(pageUrl).searchParams.get("token")!;
+    const status = await fetch(`http://127.0.0.1:${d.port}/api/status`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal((await status.json()).stopped, false);
 
     const second = await termada(home, ["serve", "--bind", "127.0.0.1:0"]);
     assert.notEqual(second.code, 0);

@@ -13,6 +13,7 @@ import type { Engine } from "../engine/mod.ts";
 import { createMcpServer } from "../mcp/mod.ts";
 import { logger } from "../shared/mod.ts";
 import { type OperatorOptions, operatorRoutes } from "./operator.ts";
+import { type DashboardFiles, dashboardRoutes } from "./dashboard.ts";
 
 const log = logger("api");
 
@@ -36,8 +37,10 @@ export interface AppOptions {
   port: number;
   /** Called when an agent connects (for the agents table). */
   onAgent?: (id: string, via: "token" | "dev") => void;
-  /** The operator (dashboard) token; `/` answers only with it. */
+  /** The operator (dashboard) token; `/api` answers only with it. */
   operatorToken?: string;
+  /** Dashboard files (tests); default: read from `dashboard/` once. */
+  dashboardFiles?: DashboardFiles;
   /** Operator routes under /api (approvals, stop-all, audit); absent → 404. */
   operator?: Omit<OperatorOptions, "operatorToken" | "engine" | "version">;
   /** Most MCP sessions kept at once; the least recently used one is closed beyond it. */
@@ -93,22 +96,8 @@ export function createApp(options: AppOptions): TermadaApp {
 
   app.get("/healthz", (c) => c.json({ ok: true, version: options.version, pid: Deno.pid }));
 
-  // The operator's page (the dashboard replaces it): needs the dashboard token.
-  app.get("/", (c) => {
-    const token = c.req.query("token") ?? "";
-    if (!options.operatorToken || !sameSecret(token, options.operatorToken)) {
-      return problem(c, 401, "UNAUTHORIZED", "Open the tokenized URL the daemon printed at start");
-    }
-    const open = options.engine.sessionCount();
-    return c.html(
-      `<!doctype html><meta charset="utf-8"><title>Termada</title>` +
-        `<h1>Termada ${escapeHtml(options.version)}</h1>` +
-        `<p>The daemon is running (pid ${Deno.pid}): ${open} open session(s), ` +
-        `${sessions.size} MCP connection(s).</p>` +
-        `<p>The live dashboard is not part of this build yet; agents connect over MCP ` +
-        `(<code>termada serve --stdio</code>).</p>`,
-    );
-  });
+  // Dashboard (static page + bundle, public; its data comes from the token-protected /api).
+  app.route("/", dashboardRoutes(options.dashboardFiles));
 
   app.all("/mcp", async (c) => {
     const identity = await identify(c);
@@ -251,10 +240,6 @@ export function createApp(options: AppOptions): TermadaApp {
       return sessions.size;
     },
   };
-}
-
-function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 }
 
 /** Constant-time comparison of two secrets. */

@@ -178,29 +178,6 @@ Deno.test("healthz answers ok, version and pid on both listeners", async () => {
   }
 });
 
-Deno.test("the operator page answers only with the operator token", async (t) => {
-  await using a = await testApp();
-  const get = (query: string) => a.request("tcp", `/${query}`, { headers: { host: HOST } });
-  await t.step("without a token it is 401", async () => {
-    const res = await get("");
-    assert.equal(res.status, 401);
-    assert.equal(await errorCode(res), "UNAUTHORIZED");
-  });
-  await t.step("an agent token is not the operator token", async () => {
-    const res = await get(`?token=${CI_TOKEN}`);
-    assert.equal(res.status, 401);
-    await res.body?.cancel();
-  });
-  await t.step("with the operator token it shows the daemon", async () => {
-    const res = await get(`?token=${OPERATOR_TOKEN}`);
-    assert.equal(res.status, 200);
-    assert.match(res.headers.get("content-type") ?? "", /text\/html/);
-    const html = await res.text();
-    assert.match(html, new RegExp(`Termada ${VERSION}`));
-    assert.match(html, /0 MCP connection/);
-  });
-});
-
 Deno.test("unknown routes answer 404 with a typed error", async () => {
   await using t = await testApp();
   const res = await t.request("unix", "/nope");

@@ -1,0 +1,248 @@
+/** @jsxImportSource preact */
+/** @jsxRuntime automatic */
+/// <reference lib="dom" />
+/// <reference lib="dom.iterable" />
+/**
+ * The Termada dashboard: connection state, every session as a live terminal (grouped by agent)
+ * and the approval queue. All data comes from the token-protected operator API.
+ */
+import { render } from "preact";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { followStream, type StreamState } from "./sse.ts";
+import { forgetToken, takeToken } from "./token.ts";
+import { SessionCard, type SessionInfo } from "./terminal.tsx";
+import "@xterm/xterm/css/xterm.css";
+import "./style.css";
+
+interface Approval {
+  approval_id: string;
+  job_id: string;
+  owner: string;
+  session_id: string;
+  command: string[];
+  mode: string;
+  requested_at: string;
+}
+
+type Conn = "live" | "reconnecting" | "offline";
+
+/**
+ * Terminals streaming at once. Every stream holds one HTTP/1.1 connection and a browser opens
+ * at most 6 per origin: the events stream + 4 terminals leave one for the API calls (approve!).
+ */
+const MAX_LIVE = 4;
+
+async function api<T>(token: string, path: string, init: RequestInit = {}): Promise<T> {
+  const res = await fetch(path, {
+    ...init,
+    headers: {
+      authorization: `Bearer ${token}`,
+      "content-type": "application/json",
+      ...(init.headers ?? {}),
+    },
+    cache: "no-store",
+  });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const e = (body as { error?: { message?: string } }).error;
+    throw new Error(e?.message ?? `HTTP ${res.status}`);
+  }
+  return body as T;
+}
+
+function App(props: { token: string }): preact.JSX.Element {
+  const { token } = props;
+  const [conn, setConn] = useState<Conn>("reconnecting");
+  const [sessions, setSessions] = useState<SessionInfo[]>([]);
+  const [approvals, setApprovals] = useState<Approval[]>([]);
+  const [busy, setBusy] = useState<Record<string, boolean>>({});
+  const [error, setError] = useState<string | undefined>();
+  const [tab, setTab] = useState<"sessions" | "approvals">("sessions");
+  const [followed, setFollowed] = useState<string[]>([]);
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+
+  const refresh = useCallback(async () => {
+    try {
+      const [s, a] = await Promise.all([
+        api<{ sessions: SessionInfo[] }>(token, "/api/sessions"),
+        api<{ approvals: Approval[] }>(token, "/api/approvals"),
+      ]);
+      setSessions(s.sessions);
+      setApprovals(a.approvals);
+      setError(undefined);
+    } catch (err) {
+      setError(String((err as Error).message ?? err));
+    }
+  }, [token]);
+
+  const soon = useCallback(() => {
+    clearTimeout(timer.current);
+    timer.current = setTimeout(refresh, 150);
+  }, [refresh]);
+
+  useEffect(() => {
+    const abort = new AbortController();
+    followStream("/api/events", {
+      token,
+      onState: (s: StreamState, detail?: string) => {
+        if (s === "live") {
+          setConn("live");
+          refresh();
+        } else if (s === "offline") {
+          setConn("offline");
+          if (detail === "HTTP 401") {
+            forgetToken();
+            setError("The operator token was refused: open the URL the daemon printed.");
+          }
+        } else if (s !== "ended") setConn("reconnecting");
+      },
+      onMessage: (m) => {
+        if (m.event === "resync" || /^(session|approval|job|stop_all)/.test(m.event)) soon();
+      },
+    }, abort.signal);
+    // A slow poll as a safety net (cheap: two small JSON lists).
+    const poll = setInterval(refresh, 10_000);
+    return () => {
+      abort.abort();
+      clearInterval(poll);
+      clearTimeout(timer.current);
+    };
+  }, [token, refresh, soon]);
+
+  const decide = async (id: string, verb: "approve" | "deny") => {
+    setBusy((b) => ({ ...b, [id]: true }));
+    try {
+      await api(token, `/api/approvals/${encodeURIComponent(id)}/${verb}`, {
+        method: "POST",
+        body: JSON.stringify({ reason: `${verb}d from the dashboard` }),
+      });
+      setError(undefined);
+    } catch (err) {
+      setError(`${verb} ${id}: ${(err as Error).message}`);
+    } finally {
+      setBusy((b) => {
+        const { [id]: _, ...rest } = b;
+        return rest;
+      });
+      refresh();
+    }
+  };
+
+  // Keep the followed set to open sessions; fill free slots in display order.
+  useEffect(() => {
+    setFollowed((f) => {
+      const open = new Set(sessions.map((s) => s.session_id));
+      const next = f.filter((id) => open.has(id));
+      for (const s of sessions) {
+        if (next.length >= MAX_LIVE) break;
+        if (!next.includes(s.session_id)) next.push(s.session_id);
+      }
+      return next.length === f.length && next.every((id, i) => id === f[i]) ? f : next;
+    });
+  }, [sessions]);
+  const follow = (id: string) =>
+    setFollowed((f) => [...f.filter((x) => x !== id), id].slice(-MAX_LIVE));
+
+  const byAgent = new Map<string, SessionInfo[]>();
+  for (const s of sessions) {
+    const list = byAgent.get(s.owner) ?? [];
+    list.push(s);
+    byAgent.set(s.owner, list);
+  }
+  const agents = [...byAgent.keys()].sort();
+
+  return (
+    <div class="app">
+      <header class="top">
+        <h1>Termada</h1>
+        <span class={`conn ${conn}`} data-conn={conn}>{conn}</span>
+        <nav>
+          <button
+            type="button"
+            class={tab === "sessions" ? "on" : ""}
+            onClick={() => setTab("sessions")}
+          >
+            Sessions <span class="count">{sessions.length}</span>
+          </button>
+          <button
+            type="button"
+            class={tab === "approvals" ? "on" : ""}
+            onClick={() => setTab("approvals")}
+          >
+            Approvals{" "}
+            <span class={`count ${approvals.length ? "pending" : ""}`} data-pending>
+              {approvals.length}
+            </span>
+          </button>
+        </nav>
+      </header>
+      {error && <p class="error" role="alert">{error}</p>}
+      <main hidden={tab !== "sessions"} class="sessions">
+        {agents.length === 0 && <p class="empty">No open sessions.</p>}
+        {agents.map((agent) => (
+          <section class="agent" key={agent} data-agent={agent}>
+            <h2>{agent}</h2>
+            {byAgent.get(agent)!.map((s) => (
+              <SessionCard
+                key={s.session_id}
+                session={s}
+                token={token}
+                live={followed.includes(s.session_id)}
+                onFollow={() => follow(s.session_id)}
+              />
+            ))}
+          </section>
+        ))}
+      </main>
+      <main hidden={tab !== "approvals"} class="approvals">
+        {approvals.length === 0 && <p class="empty">No approvals waiting.</p>}
+        <ul>
+          {approvals.map((a) => (
+            <li key={a.approval_id} data-approval={a.approval_id}>
+              <div class="who">
+                <strong>{a.owner}</strong> · {a.session_id} · {a.mode} ·{" "}
+                <time>{new Date(a.requested_at).toLocaleTimeString()}</time>
+              </div>
+              <pre>{a.command.join(" ")}</pre>
+              <div class="actions">
+                <button
+                  type="button"
+                  class="approve"
+                  disabled={busy[a.approval_id]}
+                  onClick={() => decide(a.approval_id, "approve")}
+                >
+                  Approve
+                </button>
+                <button
+                  type="button"
+                  class="deny"
+                  disabled={busy[a.approval_id]}
+                  onClick={() => decide(a.approval_id, "deny")}
+                >
+                  Deny
+                </button>
+              </div>
+            </li>
+          ))}
+        </ul>
+      </main>
+    </div>
+  );
+}
+
+function NoToken(): preact.JSX.Element {
+  return (
+    <div class="app">
+      <header class="top">
+        <h1>Termada</h1>
+        <span class="conn offline" data-conn="offline">offline</span>
+      </header>
+      <p class="error" role="alert">
+        No operator token. Open the tokenized Dashboard URL the daemon printed at start.
+      </p>
+    </div>
+  );
+}
+
+const token = takeToken();
+render(token ? <App token={token} /> : <NoToken />, document.getElementById("app")!);

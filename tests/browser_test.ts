@@ -1,0 +1,149 @@
+/**
+ * The dashboard in a real headless Chromium: the tokenized URL the daemon prints opens the page,
+ * the token leaves the address bar, and an agent's command output appears in the session's
+ * xterm.js terminal. Skipped when /usr/bin/chromium is missing (apt-get install -y chromium).
+ */
+import assert from "node:assert/strict";
+import puppeteer from "puppeteer-core";
+import type { Browser } from "puppeteer-core";
+import { call, startDaemon, stdioClient, tempHome } from "./_daemon.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const haveChromium = (() => {
+  try {
+    return Deno.statSync(CHROMIUM).isFile;
+  } catch {
+    return false;
+  }
+})();
+
+Deno.test({
+  name: "dashboard: a headless browser shows an agent's command output live",
+  ignore: !haveChromium,
+  // puppeteer keeps its own timers and sockets; the browser is closed and killed in finally.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const home = await tempHome();
+    // `touch` needs the operator's approval: the dashboard's Approvals view grants it.
+    await Deno.writeTextFile(
+      `${home}/config.yaml`,
+      `policies:\n  default:\n    confirm: ["touch *"]\napprovals:\n  confirm_timeout_ms: 60000\n`,
+    );
+    const profile = await Deno.makeTempDir({ prefix: "termada-chromium-" });
+    const shots = await Deno.makeTempDir({ prefix: "termada-shots-" });
+    await using daemon = await startDaemon(home);
+    const url = /Dashboard\s+(\S+)/.exec(daemon.stderr())?.[1];
+    assert.ok(url && /\/\?token=[0-9a-f]{64}$/.test(url), daemon.stderr());
+    const token = new URL(url).searchParams.get("token")!;
+    await using client = await stdioClient(home);
+    const r = await call(client, "exec_run", { command: ["echo dashboard-$((6*7))"] });
+    assert.equal(r.output, "dashboard-42\n");
+
+    let browser: Browser | undefined;
+    try {
+      browser = await puppeteer.launch({
+        executablePath: CHROMIUM,
+        headless: true,
+        userDataDir: profile,
+        args: [
+          "--no-sandbox",
+          "--headless",
+          "--disable-gpu",
+          "--no-first-run",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync",
+        ],
+      });
+      const page = await browser.newPage();
+      const problems: string[] = [];
+      page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
+      page.on("console", (m) => {
+        if (m.type() === "error" && /script|eval/i.test(m.text())) problems.push(m.text());
+      });
+      await page.setViewport({ width: 1280, height: 800 });
+      const res = await page.goto(url, { waitUntil: "domcontentloaded" });
+      assert.equal(res?.status(), 200);
+      assert.match(res?.headers()["content-security-policy"] ?? "", /script-src 'self'/);
+
+      // The session's terminal shows the command and its output (xterm's DOM rows).
+      await page.waitForFunction(
+        `(document.querySelector('[data-session="${r.session_id}"] .xterm-rows')?.textContent ` +
+          `?? "").includes("dashboard-42")`,
+        { timeout: 15_000 },
+      );
+      const text = await page.$eval(
+        `[data-session="${r.session_id}"] .xterm-rows`,
+        (el) => [...el.children].map((row) => row.textContent ?? "").join("\n"),
+      );
+      assert.match(text, /echo dashboard-\$\(\(6\*7\)\)/);
+      assert.match(text, /^dashboard-42\s*$/m);
+
+      // The token left the address bar (and the history entry) and lives in sessionStorage.
+      const href = await page.evaluate(() => location.href);
+      assert.ok(!href.includes("token"), href);
+      assert.ok(!href.includes(token), href);
+      assert.equal(await page.evaluate(() => sessionStorage.getItem("termada.token")), token);
+
+      // Header: live connection, no approvals pending, the agent's group.
+      await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
+      assert.equal(await page.$eval("[data-pending]", (el) => el.textContent?.trim()), "0");
+      assert.equal(await page.$$eval("[data-agent]", (els) => els.length) >= 1, true);
+
+      // A reload (no token in the URL now) keeps working from sessionStorage.
+      await page.reload({ waitUntil: "domcontentloaded" });
+      await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
+
+      // A later command streams into the open terminal.
+      await call(client, "exec_run", {
+        command: ["echo live-$((7*6))"],
+        session: r.session_id,
+      });
+      await page.waitForFunction(
+        `(document.querySelector(".xterm-rows")?.textContent ?? "").includes("live-42")`,
+        { timeout: 15_000 },
+      );
+
+      // Approvals: a parked job shows up (count in the header); Approve runs it once.
+      const target = `${profile}/approved-from-dashboard`;
+      const parked = await call(client, "exec_run", {
+        command: [`touch ${target}`],
+        session: r.session_id,
+      });
+      assert.equal(parked.status, "pending_approval");
+      const apr = String(parked.approval_id);
+      await page.waitForFunction(
+        `document.querySelector("[data-pending]")?.textContent?.trim() === "1"`,
+        { timeout: 10_000 },
+      );
+      await page.click("nav button:nth-child(2)");
+      const button = `[data-approval="${apr}"] button.approve`;
+      await page.waitForSelector(button, { visible: true, timeout: 10_000 });
+      await page.screenshot({ path: `${shots}/approvals.png` });
+      await page.click(button);
+      const done = await call(client, "exec_wait", { job_id: parked.job_id, timeout_ms: 10_000 });
+      assert.equal(done.status, "exited");
+      Deno.statSync(target);
+      await page.waitForFunction(
+        `!document.querySelector('[data-approval="${apr}"]') && ` +
+          `document.querySelector("[data-pending]")?.textContent?.trim() === "0"`,
+        { timeout: 10_000 },
+      );
+      await page.click("nav button:nth-child(1)");
+
+      await page.screenshot({ path: `${shots}/dashboard.png` });
+      assert.ok(Deno.statSync(`${shots}/dashboard.png`).size > 1000);
+      assert.deepEqual(problems, []);
+    } finally {
+      const proc = browser?.process();
+      await browser?.close().catch(() => {});
+      try {
+        proc?.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+      await Deno.remove(profile, { recursive: true }).catch(() => {});
+    }
+  },
+});

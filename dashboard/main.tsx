@@ -11,6 +11,16 @@ import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { followStream, type StreamState } from "./sse.ts";
 import { forgetToken, takeToken } from "./token.ts";
 import { SessionCard, type SessionInfo } from "./terminal.tsx";
+import {
+  ActivityView,
+  agentRows,
+  AgentsView,
+  Confirm,
+  type FeedEvent,
+  isActive,
+  type JobInfo,
+  JobsView,
+} from "./views.tsx";
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
 
@@ -25,6 +35,15 @@ interface Approval {
 }
 
 type Conn = "live" | "reconnecting" | "offline";
+type Tab = "sessions" | "approvals" | "jobs" | "activity" | "agents";
+
+interface Status {
+  stopped: boolean;
+  barrier_until?: string;
+}
+
+/** Events kept for the activity feed (the daemon keeps 1000 for replay). */
+const MAX_EVENTS = 1000;
 
 /**
  * Terminals streaming at once. Every stream holds one HTTP/1.1 connection and a browser opens
@@ -57,18 +76,28 @@ function App(props: { token: string }): preact.JSX.Element {
   const [approvals, setApprovals] = useState<Approval[]>([]);
   const [busy, setBusy] = useState<Record<string, boolean>>({});
   const [error, setError] = useState<string | undefined>();
-  const [tab, setTab] = useState<"sessions" | "approvals">("sessions");
+  const [tab, setTab] = useState<Tab>("sessions");
+  const [jobs, setJobs] = useState<JobInfo[]>([]);
+  const [events, setEvents] = useState<FeedEvent[]>([]);
+  const [status, setStatus] = useState<Status>({ stopped: false });
+  const [confirm, setConfirm] = useState<
+    { kind: "stop" } | { kind: "kill"; job: JobInfo } | undefined
+  >();
   const [followed, setFollowed] = useState<string[]>([]);
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
 
   const refresh = useCallback(async () => {
     try {
-      const [s, a] = await Promise.all([
+      const [s, a, j, st] = await Promise.all([
         api<{ sessions: SessionInfo[] }>(token, "/api/sessions"),
         api<{ approvals: Approval[] }>(token, "/api/approvals"),
+        api<{ jobs: JobInfo[] }>(token, "/api/jobs?limit=200"),
+        api<Status>(token, "/api/status"),
       ]);
       setSessions(s.sessions);
       setApprovals(a.approvals);
+      setJobs(j.jobs);
+      setStatus(st);
       setError(undefined);
     } catch (err) {
       setError(String((err as Error).message ?? err));
@@ -98,6 +127,17 @@ function App(props: { token: string }): preact.JSX.Element {
       },
       onMessage: (m) => {
         if (m.event === "resync" || /^(session|approval|job|stop_all)/.test(m.event)) soon();
+        if (m.event === "resync") return;
+        let e: FeedEvent;
+        try {
+          e = JSON.parse(m.data);
+        } catch {
+          return;
+        }
+        if (typeof e?.id !== "number") return;
+        setEvents((list) =>
+          list.some((x) => x.id === e.id) ? list : [e, ...list].slice(0, MAX_EVENTS)
+        );
       },
     }, abort.signal);
     // A slow poll as a safety net (cheap: two small JSON lists).
@@ -128,6 +168,35 @@ function App(props: { token: string }): preact.JSX.Element {
     }
   };
 
+  const post = async (label: string, path: string, payload: unknown) => {
+    try {
+      await api(token, path, { method: "POST", body: JSON.stringify(payload) });
+      setError(undefined);
+    } catch (err) {
+      setError(`${label}: ${(err as Error).message}`);
+    }
+  };
+  const confirmed = async () => {
+    const c = confirm;
+    setConfirm(undefined);
+    if (!c) return;
+    if (c.kind === "stop") {
+      setBusy((b) => ({ ...b, "stop-all": true }));
+      await post("stop all", "/api/stop", {});
+      setBusy(({ "stop-all": _, ...rest }) => rest);
+    } else {
+      const id = c.job.job_id;
+      setBusy((b) => ({ ...b, [id]: true }));
+      await post(`kill ${id}`, `/api/jobs/${encodeURIComponent(id)}/kill`, {});
+      setBusy(({ [id]: _, ...rest }) => rest);
+    }
+    refresh();
+  };
+  const resume = async () => {
+    await post("resume", "/api/resume", {});
+    refresh();
+  };
+
   // Keep the followed set to open sessions; fill free slots in display order.
   useEffect(() => {
     setFollowed((f) => {
@@ -150,30 +219,53 @@ function App(props: { token: string }): preact.JSX.Element {
     byAgent.set(s.owner, list);
   }
   const agents = [...byAgent.keys()].sort();
+  const activeJobs = jobs.filter(isActive).length;
+  const tabButton = (t: Tab, label: string, count?: preact.JSX.Element) => (
+    <button
+      type="button"
+      class={tab === t ? "on" : ""}
+      aria-pressed={tab === t}
+      data-tab={t}
+      onClick={() => setTab(t)}
+    >
+      {label}
+      {count && " "}
+      {count}
+    </button>
+  );
 
   return (
     <div class="app">
       <header class="top">
         <h1>Termada</h1>
         <span class={`conn ${conn}`} data-conn={conn}>{conn}</span>
+        <span class={`barrier ${status.stopped ? "on" : ""}`} data-barrier={String(status.stopped)}>
+          {status.stopped
+            ? `stopped until ${new Date(status.barrier_until ?? "").toLocaleTimeString()}`
+            : "running"}
+        </span>
+        {status.stopped && <button type="button" onClick={resume}>Resume</button>}
+        <button
+          type="button"
+          class="danger stop-all"
+          data-stop-all
+          disabled={busy["stop-all"]}
+          onClick={() => setConfirm({ kind: "stop" })}
+        >
+          Stop all
+        </button>
         <nav>
-          <button
-            type="button"
-            class={tab === "sessions" ? "on" : ""}
-            onClick={() => setTab("sessions")}
-          >
-            Sessions <span class="count">{sessions.length}</span>
-          </button>
-          <button
-            type="button"
-            class={tab === "approvals" ? "on" : ""}
-            onClick={() => setTab("approvals")}
-          >
-            Approvals{" "}
+          {tabButton("sessions", "Sessions", <span class="count">{sessions.length}</span>)}
+          {tabButton(
+            "approvals",
+            "Approvals",
             <span class={`count ${approvals.length ? "pending" : ""}`} data-pending>
               {approvals.length}
-            </span>
-          </button>
+            </span>,
+          )}
+          {tabButton("jobs", "Jobs", <span class="count" data-active-jobs>{activeJobs}</span>)}
+          {tabButton("activity", "Activity")}
+          {tabButton("agents", "Agents")}
         </nav>
       </header>
       {error && <p class="error" role="alert">{error}</p>}
@@ -226,6 +318,36 @@ function App(props: { token: string }): preact.JSX.Element {
           ))}
         </ul>
       </main>
+      <main hidden={tab !== "jobs"} class="jobs-view">
+        <JobsView jobs={jobs} busy={busy} onKill={(job) => setConfirm({ kind: "kill", job })} />
+      </main>
+      <main hidden={tab !== "activity"} class="activity">
+        <ActivityView events={events} />
+      </main>
+      <main hidden={tab !== "agents"} class="agents-view">
+        <AgentsView rows={agentRows(sessions, jobs, events)} />
+      </main>
+      <Confirm
+        open={confirm !== undefined}
+        title={confirm?.kind === "kill" ? `Kill job ${confirm.job.job_id}?` : "Stop everything?"}
+        confirmLabel={confirm?.kind === "kill" ? "Kill" : "Stop all"}
+        onConfirm={confirmed}
+        onCancel={() => setConfirm(undefined)}
+      >
+        {confirm?.kind === "kill"
+          ? (
+            <p>
+              {confirm.job.owner}: <code>{confirm.job.command.join(" ")}</code>{" "}
+              gets INT, then TERM, then KILL.
+            </p>
+          )
+          : (
+            <p>
+              Every active job of every agent is stopped, pending approvals are denied, and new
+              commands are refused for 30 s.
+            </p>
+          )}
+      </Confirm>
     </div>
   );
 }

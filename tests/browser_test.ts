@@ -147,3 +147,129 @@ Deno.test({
     }
   },
 });
+
+async function launchBrowser(profile: string): Promise<Browser> {
+  return await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    userDataDir: profile,
+    args: [
+      "--no-sandbox",
+      "--headless",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}
+
+Deno.test({
+  name: "dashboard: Jobs, Activity and Agents views; Stop all ends an agent's job",
+  ignore: !haveChromium,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const home = await tempHome();
+    const profile = await Deno.makeTempDir({ prefix: "termada-chromium-" });
+    const shots = await Deno.makeTempDir({ prefix: "termada-shots-" });
+    await using daemon = await startDaemon(home);
+    const url = /Dashboard\s+(\S+)/.exec(daemon.stderr())?.[1];
+    assert.ok(url, daemon.stderr());
+    await using client = await stdioClient(home);
+    const started = await call(client, "exec_start", { command: ["sleep 300"] });
+    const jobId = String(started.job_id);
+    assert.equal(started.status, "running");
+
+    let browser: Browser | undefined;
+    try {
+      browser = await launchBrowser(profile);
+      const page = await browser.newPage();
+      const problems: string[] = [];
+      page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
+      page.on("console", (m) => {
+        if (m.type() === "error" && /script|eval/i.test(m.text())) problems.push(m.text());
+      });
+      await page.setViewport({ width: 1280, height: 800 });
+      await page.goto(url, { waitUntil: "domcontentloaded" });
+      await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
+
+      // Jobs: the agent's sleep is active, with a Kill button.
+      await page.click('[data-tab="jobs"]');
+      const row = `[data-jobs="active"] [data-job="${jobId}"]`;
+      await page.waitForSelector(`${row} button.kill`, { visible: true, timeout: 10_000 });
+      assert.match(await page.$eval(row, (el) => el.textContent ?? ""), /sleep 300/);
+      assert.equal(await page.$eval(row, (el) => el.getAttribute("data-status")), "running");
+      await page.screenshot({ path: `${shots}/jobs.png` });
+
+      // Agents: the agent is listed with its last command.
+      await page.click('[data-tab="agents"]');
+      await page.waitForFunction(
+        `[...document.querySelectorAll("[data-agent-row]")].some((r) => ` +
+          `r.textContent.includes("sleep 300"))`,
+        { timeout: 10_000 },
+      );
+      await page.screenshot({ path: `${shots}/agents.png` });
+
+      // Stop all: a confirmation dialog first; Cancel does nothing, Stop all stops the job.
+      assert.equal(
+        await page.$eval("[data-barrier]", (el) => el.getAttribute("data-barrier")),
+        "false",
+      );
+      await page.click("[data-stop-all]");
+      await page.waitForSelector("dialog.confirm[open]", { visible: true, timeout: 5_000 });
+      await page.screenshot({ path: `${shots}/stop-all-confirm.png` });
+      await page.keyboard.press("Escape");
+      await page.waitForFunction(`!document.querySelector("dialog.confirm[open]")`, {
+        timeout: 5_000,
+      });
+      assert.equal((await call(client, "exec_poll", { job_id: jobId })).status, "running");
+      await page.click("[data-stop-all]");
+      await page.waitForSelector("dialog.confirm[open] [data-confirm]", { visible: true });
+      await page.click("dialog.confirm[open] [data-confirm]");
+      const deadline = Date.now() + 10_000;
+      let status = "";
+      while (Date.now() < deadline) {
+        status = String((await call(client, "exec_poll", { job_id: jobId })).status);
+        if (status === "killed") break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(status, "killed");
+      await page.waitForSelector('[data-barrier="true"]', { timeout: 10_000 });
+
+      // Jobs shows it finished; Activity lists stop_all (also under the attention filter).
+      await page.click('[data-tab="jobs"]');
+      await page.waitForSelector(
+        `[data-jobs="recent"] [data-job="${jobId}"][data-status="killed"]`,
+        {
+          timeout: 10_000,
+        },
+      );
+      await page.click('[data-tab="activity"]');
+      await page.waitForSelector('.activity [data-event="stop_all"]', { timeout: 10_000 });
+      await page.click('[data-filter="attention"]');
+      const types = await page.$$eval(
+        ".activity [data-event]",
+        (els) => els.map((el) => el.getAttribute("data-event")),
+      );
+      assert.ok(types.includes("stop_all"), types.join(","));
+      assert.ok(types.every((t) => /^(stop_all|approval|policy|admission|job\.killed)/.test(t!)));
+      // Newest first: stop_all.done comes before stop_all.
+      const done = types.indexOf("stop_all.done");
+      if (done >= 0) assert.ok(done < types.indexOf("stop_all"), types.join(","));
+      await page.screenshot({ path: `${shots}/activity.png` });
+      await page.click('[data-filter="all"]');
+      assert.deepEqual(problems, []);
+    } finally {
+      const proc = browser?.process();
+      await browser?.close().catch(() => {});
+      try {
+        proc?.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+      await Deno.remove(profile, { recursive: true }).catch(() => {});
+    }
+  },
+});

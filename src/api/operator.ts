@@ -106,6 +106,7 @@ export function operatorRoutes(
       sessions: engine.sessionCount(),
       pending_approvals: gateway.pending().length,
       stopped: gateway.stopped,
+      ...(gateway.stopped ? { barrier_until: new Date(gateway.barrierUntil).toISOString() } : {}),
     }));
   api.get("/approvals", (c) => c.json({ approvals: gateway.pending() }));
   api.post("/approvals/:id/approve", async (c) => {
@@ -157,6 +158,27 @@ export function operatorRoutes(
       );
     }
     return c.json({ jobs: engine.allJobs(limit) });
+  });
+
+  // An operator stops one job of any agent: audited before it acts, then the engine's stop path.
+  api.post("/jobs/:id/kill", async (c) => {
+    try {
+      const b = await body(c);
+      const graceMs = optMs(b.grace_ms, "grace_ms", 60_000);
+      const id = c.req.param("id");
+      const job = engine.anyJob(id);
+      gateway.record(operatorOf(c), "job.killed_by_operator", {
+        job_id: id,
+        owner: job.owner,
+        session_id: job.session_id,
+        status: job.status,
+        ...(graceMs === undefined ? {} : { grace_ms: graceMs }),
+      });
+      const r = await engine.killAny(id, graceMs);
+      return c.json({ ok: true, job: r });
+    } catch (err) {
+      return fail(c, err);
+    }
   });
 
   // Live events: SSE with Last-Event-ID resume over a bounded replay window; `resync` when the

@@ -161,3 +161,73 @@ Deno.test("a session's raw stream replays, follows live, and resumes by cursor w
   assert.equal(missing.status, 404);
   await missing.body?.cancel();
 });
+
+Deno.test("an operator kills any agent's job: audited first, agents' jobs end as killed", async () => {
+  const records: { actor: unknown; event: string; data?: Record<string, unknown> }[] = [];
+  let statusWhenAudited: string | undefined;
+  const bus = new EventBus();
+  const gateway = new Gateway({
+    bus,
+    policy: {
+      decide: () => ({ action: "allow", reason: "ok" }),
+      decideLine: () => ({ action: "allow", reason: "ok" }),
+    },
+    audit: {
+      append: (actor, event, data) => {
+        records.push({ actor, event, data });
+        if (event === "job.killed_by_operator") {
+          statusWhenAudited = te.engine.anyJob(String(data?.job_id)).status;
+        }
+      },
+    },
+    approvals: { insertApproval: () => {}, decideApproval: () => true },
+  });
+  await using te = await testEngine({ admission: gateway });
+  gateway.attach(te.engine);
+  const app = createApp({
+    engine: te.engine,
+    version: "test",
+    port: 7717,
+    agents: { agentForToken: () => undefined, isConfigured: () => false, devMode: true },
+    operatorToken: TOKEN,
+    operator: { gateway, bus },
+  });
+  try {
+    const post = (path: string, body: unknown, token = TOKEN) =>
+      app.app.fetch(
+        new Request(`http://termada${path}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "x-termada-operator": "dash" },
+          body: JSON.stringify(body),
+        }),
+        { listener: "unix" },
+      );
+    const started = await te.engine.start("alice", { command: ["sleep 300"] });
+    const denied = await post(`/api/jobs/${started.job_id}/kill`, {}, "agent-token");
+    assert.equal(denied.status, 401);
+    await denied.body?.cancel();
+    const bad = await post(`/api/jobs/${started.job_id}/kill`, { grace_ms: -1 });
+    assert.equal(bad.status, 400);
+    await bad.body?.cancel();
+    const missing = await post(`/api/jobs/job_nope/kill`, {});
+    assert.equal(missing.status, 404);
+    await missing.body?.cancel();
+
+    const res = await post(`/api/jobs/${started.job_id}/kill`, { grace_ms: 200 });
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.equal(body.job.status, "killed");
+    assert.equal(body.job.owner, "alice");
+    const i = records.findIndex((r) => r.event === "job.killed_by_operator");
+    assert.ok(i >= 0, "audited");
+    assert.deepEqual(records[i]!.actor, { kind: "operator", id: "dash" });
+    assert.equal(records[i]!.data?.job_id, started.job_id);
+    assert.equal(records[i]!.data?.owner, "alice");
+    assert.equal(statusWhenAudited, "running", "recorded before the job was stopped");
+    const view = await te.engine.poll("alice", { job_id: started.job_id });
+    assert.equal(view.status, "killed");
+  } finally {
+    gateway.close();
+    await app.close();
+  }
+});

@@ -250,6 +250,11 @@ export class Gateway implements AdmissionHook {
     return this.#engine?.pendingApprovals() ?? [];
   }
 
+  /** When the stop-all barrier lifts (epoch ms; 0 when none was set). */
+  get barrierUntil(): number {
+    return this.#barrierUntil;
+  }
+
   get stopped(): boolean {
     return this.#clock.now() < this.#barrierUntil;
   }

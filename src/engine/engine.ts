@@ -358,20 +358,7 @@ export class Engine {
   allJobs(limit: number): (JobSummary & { owner: string })[] {
     const out: (JobSummary & { owner: string })[] = [];
     for (let i = this.#jobOrder.length - 1; i >= 0 && out.length < limit; i--) {
-      const j = this.#jobOrder[i]!;
-      out.push({
-        owner: j.owner,
-        job_id: j.id,
-        session_id: j.sessionId,
-        command: [...j.command],
-        mode: j.mode,
-        status: j.status,
-        ...(j.exitCode === undefined ? {} : { exit_code: j.exitCode }),
-        ...(j.signal === undefined ? {} : { signal: j.signal }),
-        started_at: new Date(j.startedAt).toISOString(),
-        duration_ms: j.durationMs,
-        ...(j.cwd === undefined ? {} : { cwd: j.cwd }),
-      });
+      out.push(this.#anySummary(this.#jobOrder[i]!));
     }
     return out;
   }
@@ -541,6 +528,40 @@ export class Engine {
     const job = this.#ownJob(owner, req.job_id);
     await this.#stop(job, req.grace_ms ?? this.#opts.killGraceMs ?? 2000, "killed");
     return this.#view(job, job.buffer.summary(this.output.resultHeadBytes, 0));
+  }
+
+  /** A job of any owner, as a summary (operator views only). */
+  anyJob(jobId: string): JobSummary & { owner: string } {
+    const job = this.#jobs.get(jobId);
+    if (!job) throw notFound("job", jobId);
+    return this.#anySummary(job);
+  }
+
+  /**
+   * An operator's kill: stops a job of any owner (INT → TERM → KILL, `graceMs` apart) through
+   * the same path as an agent's kill. Operator routes only; agents never reach this.
+   */
+  async killAny(jobId: string, graceMs?: number): Promise<JobSummary & { owner: string }> {
+    const job = this.#jobs.get(jobId);
+    if (!job) throw notFound("job", jobId);
+    await this.#stop(job, graceMs ?? this.#opts.killGraceMs ?? 2000, "killed");
+    return this.#anySummary(job);
+  }
+
+  #anySummary(j: Job): JobSummary & { owner: string } {
+    return {
+      owner: j.owner,
+      job_id: j.id,
+      session_id: j.sessionId,
+      command: [...j.command],
+      mode: j.mode,
+      status: j.status,
+      ...(j.exitCode === undefined ? {} : { exit_code: j.exitCode }),
+      ...(j.signal === undefined ? {} : { signal: j.signal }),
+      started_at: new Date(j.startedAt).toISOString(),
+      duration_ms: j.durationMs,
+      ...(j.cwd === undefined ? {} : { cwd: j.cwd }),
+    };
   }
 
   listJobs(owner: string, input: unknown = {}): { jobs: JobSummary[] } {

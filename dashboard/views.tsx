@@ -1,0 +1,279 @@
+/** @jsxImportSource preact */
+/** @jsxRuntime automatic */
+/// <reference lib="dom" />
+/// <reference lib="dom.iterable" />
+/**
+ * Operator views: jobs of every agent (with Kill), the activity feed (audit events, filtered),
+ * the agents seen, and a confirmation dialog (a native `<dialog>`: focus trap, Escape cancels).
+ */
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+
+export interface JobInfo {
+  owner: string;
+  job_id: string;
+  session_id: string;
+  command: string[];
+  mode: string;
+  status: string;
+  exit_code?: number;
+  signal?: string;
+  started_at: string;
+  duration_ms?: number;
+}
+
+export interface FeedEvent {
+  id: number;
+  time: string;
+  type: string;
+  data: Record<string, unknown> & { actor?: { kind?: string; id?: string } };
+}
+
+const ACTIVE = new Set(["running", "pending_approval", "awaiting_input"]);
+export const isActive = (j: JobInfo): boolean => ACTIVE.has(j.status);
+
+function duration(ms: number | undefined): string {
+  if (ms === undefined) return "";
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60_000)} m ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+const time = (iso: string) => new Date(iso).toLocaleTimeString();
+
+/** A modal confirmation: open while `open`; Escape or Cancel calls `onCancel`. */
+export function Confirm(props: {
+  open: boolean;
+  title: string;
+  children?: ComponentChildren;
+  confirmLabel: string;
+  onConfirm: () => void;
+  onCancel: () => void;
+}): preact.JSX.Element {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = ref.current;
+    if (!d) return;
+    if (props.open && !d.open) d.showModal();
+    if (!props.open && d.open) d.close();
+  }, [props.open]);
+  return (
+    <dialog
+      ref={ref}
+      class="confirm"
+      aria-labelledby="confirm-title"
+      onCancel={(e) => {
+        e.preventDefault();
+        props.onCancel();
+      }}
+    >
+      <h2 id="confirm-title">{props.title}</h2>
+      <div class="confirm-body">{props.children}</div>
+      <div class="actions">
+        <button type="button" class="danger" data-confirm onClick={props.onConfirm}>
+          {props.confirmLabel}
+        </button>
+        <button type="button" data-cancel autofocus onClick={props.onCancel}>Cancel</button>
+      </div>
+    </dialog>
+  );
+}
+
+export function JobsView(props: {
+  jobs: JobInfo[];
+  busy: Record<string, boolean>;
+  onKill: (job: JobInfo) => void;
+}): preact.JSX.Element {
+  const active = props.jobs.filter(isActive);
+  const recent = props.jobs.filter((j) => !isActive(j));
+  const row = (j: JobInfo) => (
+    <tr key={j.job_id} data-job={j.job_id} data-status={j.status}>
+      <td class="mono">{j.job_id}</td>
+      <td>{j.owner}</td>
+      <td class="mono">{j.session_id}</td>
+      <td class="cmd">
+        <code>{j.command.join(" ")}</code>
+      </td>
+      <td>
+        <span class={`badge st-${j.status}`}>{j.status}</span>
+      </td>
+      <td>{j.exit_code ?? j.signal ?? ""}</td>
+      <td>{time(j.started_at)}</td>
+      <td>{duration(j.duration_ms)}</td>
+      <td>
+        {isActive(j) && (
+          <button
+            type="button"
+            class="kill danger"
+            disabled={props.busy[j.job_id]}
+            aria-label={`Kill job ${j.job_id}`}
+            onClick={() => props.onKill(j)}
+          >
+            Kill
+          </button>
+        )}
+      </td>
+    </tr>
+  );
+  const table = (list: JobInfo[], empty: string) =>
+    list.length === 0 ? <p class="empty">{empty}</p> : (
+      <table class="jobs">
+        <thead>
+          <tr>
+            <th>Job</th>
+            <th>Agent</th>
+            <th>Session</th>
+            <th>Command</th>
+            <th>Status</th>
+            <th>Exit</th>
+            <th>Started</th>
+            <th>Duration</th>
+            <th></th>
+          </tr>
+        </thead>
+        <tbody>{list.map(row)}</tbody>
+      </table>
+    );
+  return (
+    <>
+      <h2>Active</h2>
+      <div data-jobs="active">{table(active, "No active jobs.")}</div>
+      <h2>Recent</h2>
+      <div data-jobs="recent">{table(recent, "No finished jobs.")}</div>
+    </>
+  );
+}
+
+export type Filter = "all" | "runs" | "attention" | "connections" | "system";
+const FILTERS: Filter[] = ["all", "runs", "attention", "connections", "system"];
+
+export function categoryOf(e: FeedEvent): Exclude<Filter, "all"> {
+  const t = e.type;
+  if (
+    /^(policy\.denied|admission\.refused|approval\.|stop_all|job\.killed_by_operator)/.test(t)
+  ) return "attention";
+  if (/^(job\.|input\.)/.test(t)) return "runs";
+  if (/^(agent\.|session\.)/.test(t)) return "connections";
+  return "system";
+}
+
+function summary(e: FeedEvent): string {
+  const d = e.data;
+  const parts: string[] = [];
+  if (Array.isArray(d.command)) parts.push(d.command.join(" "));
+  else if (typeof d.line === "string") parts.push(d.line);
+  for (const k of ["job_id", "session_id", "approval_id", "status", "exit_code", "reason"]) {
+    const v = d[k];
+    if (v !== undefined && v !== null && typeof v !== "object") parts.push(`${k}=${v}`);
+  }
+  if (Array.isArray(d.stopped_jobs)) parts.push(`stopped=${d.stopped_jobs.length}`);
+  return parts.join(" · ");
+}
+
+export function ActivityView(props: { events: FeedEvent[] }): preact.JSX.Element {
+  const [filter, setFilter] = useState<Filter>("all");
+  const shown = props.events.filter((e) => filter === "all" || categoryOf(e) === filter);
+  return (
+    <>
+      <div class="filters" role="group" aria-label="Filter events">
+        {FILTERS.map((f) => (
+          <button
+            type="button"
+            key={f}
+            data-filter={f}
+            class={filter === f ? "on" : ""}
+            aria-pressed={filter === f}
+            onClick={() => setFilter(f)}
+          >
+            {f}
+          </button>
+        ))}
+      </div>
+      {shown.length === 0 && <p class="empty">No events.</p>}
+      <ol class="feed">
+        {shown.map((e) => (
+          <li key={e.id} data-event={e.type} class={`cat-${categoryOf(e)}`}>
+            <time>{time(e.time)}</time>
+            <span class="etype">{e.type}</span>
+            <span class="actor">
+              {e.data.actor ? `${e.data.actor.kind}:${e.data.actor.id}` : ""}
+            </span>
+            <span class="esum">{summary(e)}</span>
+          </li>
+        ))}
+      </ol>
+    </>
+  );
+}
+
+export interface AgentRow {
+  agent: string;
+  sessions: number;
+  activeJobs: number;
+  lastCommand?: string;
+  lastSeen?: string;
+}
+
+/** Agents seen in sessions, jobs and events, with their last command. */
+export function agentRows(
+  sessions: { owner: string }[],
+  jobs: JobInfo[],
+  events: FeedEvent[],
+): AgentRow[] {
+  const rows = new Map<string, AgentRow>();
+  const get = (a: string) => {
+    let r = rows.get(a);
+    if (!r) rows.set(a, r = { agent: a, sessions: 0, activeJobs: 0 });
+    return r;
+  };
+  const seen = (r: AgentRow, t: string) => {
+    if (!r.lastSeen || t > r.lastSeen) r.lastSeen = t;
+  };
+  for (const s of sessions) get(s.owner).sessions++;
+  // Events are newest first: the first command seen per agent is its last.
+  for (const e of events) {
+    const a = e.data.actor;
+    if (a?.kind !== "agent" || !a.id) continue;
+    const r = get(a.id);
+    seen(r, e.time);
+    if (!r.lastCommand && Array.isArray(e.data.command)) r.lastCommand = e.data.command.join(" ");
+  }
+  // Jobs are newest first too; they fill in what the event window no longer holds.
+  for (const j of jobs) {
+    const r = get(j.owner);
+    if (isActive(j)) r.activeJobs++;
+    seen(r, j.started_at);
+    if (!r.lastCommand) r.lastCommand = j.command.join(" ");
+  }
+  return [...rows.values()].sort((x, y) => x.agent.localeCompare(y.agent));
+}
+
+export function AgentsView(props: { rows: AgentRow[] }): preact.JSX.Element {
+  if (props.rows.length === 0) return <p class="empty">No agents seen yet.</p>;
+  return (
+    <table class="agents">
+      <thead>
+        <tr>
+          <th>Agent</th>
+          <th>Sessions</th>
+          <th>Active jobs</th>
+          <th>Last command</th>
+          <th>Last seen</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.rows.map((r) => (
+          <tr key={r.agent} data-agent-row={r.agent}>
+            <td>{r.agent}</td>
+            <td>{r.sessions}</td>
+            <td>{r.activeJobs}</td>
+            <td class="cmd">
+              <code>{r.lastCommand ?? ""}</code>
+            </td>
+            <td>{r.lastSeen ? time(r.lastSeen) : ""}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

@@ -144,6 +144,7 @@ Deno.test({
         // already gone
       }
       await Deno.remove(profile, { recursive: true }).catch(() => {});
+      await Deno.remove(home, { recursive: true }).catch(() => {});
     }
   },
 });
@@ -270,6 +271,7 @@ Deno.test({
         // already gone
       }
       await Deno.remove(profile, { recursive: true }).catch(() => {});
+      await Deno.remove(home, { recursive: true }).catch(() => {});
     }
   },
 });

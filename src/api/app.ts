@@ -154,6 +154,7 @@ export function createApp(options: AppOptions): TermadaApp {
           engine: options.engine,
           operatorToken: token,
           version: options.version,
+          port: options.port,
         },
         (c) => {
           const m = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "");

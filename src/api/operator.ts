@@ -23,6 +23,8 @@ export interface OperatorOptions {
   auditVerify?: () => unknown;
   /** Live events (the audit records as they are written). */
   bus?: EventBus;
+  /** The loopback TCP port (for links such as `termada dashboard`). */
+  port?: number;
   /** SSE keep-alive period (default 15 s). */
   keepAliveMs?: number;
 }
@@ -103,6 +105,7 @@ export function operatorRoutes(
     c.json({
       version: options.version,
       pid: Deno.pid,
+      ...(options.port === undefined ? {} : { port: options.port }),
       sessions: engine.sessionCount(),
       pending_approvals: gateway.pending().length,
       stopped: gateway.stopped,

@@ -8,6 +8,7 @@ import { serveCommand } from "./serve.ts";
 import {
   approveCommand,
   auditCommand,
+  dashboardCommand,
   denyCommand,
   type OperatorContext,
   pendingCommand,
@@ -34,6 +35,8 @@ Usage:
       Kill switch: refuse new commands for a while and stop every running job.
   termada audit [-n N] [--json] | termada audit verify
       The tamper-evident audit log; verify checks the whole hash chain (works offline).
+  termada dashboard [--open]
+      Print (or open) the tokenized URL of the live dashboard.
   termada version
   termada help
 `;
@@ -48,6 +51,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   stop: (a) => stopCommand(a, OUT),
   resume: (a) => resumeCommand(a, OUT),
   audit: (a) => auditCommand(a, OUT),
+  dashboard: (a) => dashboardCommand(a, OUT),
   serve: (args) =>
     serveCommand(args, { version: VERSION, print: (t) => void write(Deno.stderr, t) }),
   version: async () => {

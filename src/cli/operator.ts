@@ -198,3 +198,30 @@ export async function auditCommand(args: string[], ctx: OperatorContext): Promis
   }
   return 0;
 }
+
+/** `termada dashboard [--open]`: the tokenized local URL of the running daemon's dashboard. */
+export async function dashboardCommand(args: string[], ctx: OperatorContext): Promise<number> {
+  const { values } = parseArgs({ args, options: { ...COMMON, open: { type: "boolean" } } });
+  const p = await paths(values.config);
+  const status = await call(p, "GET", "/status");
+  const port = status.port as number | undefined;
+  if (!port) throw new TermadaError("INTERNAL", "The daemon did not say which port it serves");
+  const url = `http://127.0.0.1:${port}/?token=${token(p)}`;
+  await ctx.out(url + "\n");
+  if (values.open) {
+    for (const opener of ["xdg-open", "open"]) {
+      try {
+        const child = new Deno.Command(opener, { args: [url], stdout: "null", stderr: "null" })
+          .spawn();
+        await child.status;
+        return 0;
+      } catch {
+        // not installed here: try the next one
+      }
+    }
+    await Deno.stderr.write(
+      new TextEncoder().encode("termada: no browser opener found; open the URL above\n"),
+    );
+  }
+  return 0;
+}

@@ -36,6 +36,7 @@ const STREAM_CHUNK = 48 * 1024;
 
 const STATUS: Record<string, 400 | 401 | 403 | 404 | 409 | 500 | 503> = {
   INVALID_ARGUMENT: 400,
+  SESSION_BUSY: 409,
   NOT_FOUND: 404,
   STOPPED: 409,
   AUDIT_UNAVAILABLE: 503,
@@ -151,6 +152,41 @@ export function operatorRoutes(
     }
   });
   api.get("/sessions", (c) => c.json({ sessions: engine.allSessions() }));
+
+  // Takeover: an explicit keyboard lease. Every handoff and every keystroke batch is audited
+  // before it takes effect.
+  api.post("/sessions/:id/takeover", (c) => {
+    try {
+      const op = operatorOf(c);
+      gateway.record(op, "session.takeover", { session_id: c.req.param("id") });
+      return c.json({ ok: true, session: engine.takeover(c.req.param("id"), op.id) });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
+  api.post("/sessions/:id/release", (c) => {
+    try {
+      const op = operatorOf(c);
+      gateway.record(op, "session.release", { session_id: c.req.param("id") });
+      return c.json({ ok: true, session: engine.releaseSession(c.req.param("id"), op.id) });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
+  api.post("/sessions/:id/input", async (c) => {
+    try {
+      const op = operatorOf(c);
+      const b = await body(c);
+      if (typeof b.data !== "string" || b.data.length > 65_536) {
+        throw new TermadaError("INVALID_ARGUMENT", '"data" must be a string of at most 64 KiB');
+      }
+      gateway.record(op, "operator.input", { session_id: c.req.param("id"), bytes: b.data.length });
+      await engine.operatorInput(c.req.param("id"), op.id, b.data);
+      return c.json({ ok: true });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
 
   api.get("/jobs", (c) => {
     const limit = Number(c.req.query("limit") ?? "100");

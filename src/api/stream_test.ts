@@ -231,3 +231,46 @@ Deno.test("an operator kills any agent's job: audited first, agents' jobs end as
     await app.close();
   }
 });
+
+Deno.test("takeover over the API: agents wait, the operator types, release hands back", async () => {
+  await using h = await setup();
+  const e = h.te.engine;
+  const r = await e.run("alice", { command: ["echo", "ready"] });
+  const post = (path: string, body?: unknown) =>
+    h.app.app.fetch(
+      new Request(`http://termada${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "x-termada-operator": "dash" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }),
+      { listener: "unix" },
+    );
+  const t = await post(`/api/sessions/${r.session_id}/takeover`);
+  assert.equal(t.status, 200);
+  assert.equal((await t.json()).session.state, "operator");
+  await assert.rejects(() => e.run("alice", { command: ["echo", "x"] }), /operator holds/);
+  const stream = h.get(`/api/sessions/${r.session_id}/stream`, {
+    "last-event-id": String(e.sessionOf("alice", r.session_id).ring.totalBytes),
+  });
+  const typed = await post(`/api/sessions/${r.session_id}/input`, { data: "echo from-op\r" });
+  assert.equal(typed.status, 200);
+  await typed.body?.cancel();
+  const dec = (m: SseMessage) =>
+    new TextDecoder().decode(Uint8Array.from(atob(m.data), (ch) => ch.charCodeAt(0)));
+  await readSse(await stream, (_m, all) => all.map(dec).join("").includes("from-op\r\n"));
+  const other = await h.app.app.fetch(
+    new Request(`http://termada/api/sessions/${r.session_id}/input`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "x-termada-operator": "someone" },
+      body: JSON.stringify({ data: "ls\r" }),
+    }),
+    { listener: "unix" },
+  );
+  assert.equal(other.status, 400, "only the operator holding the lease types");
+  await other.body?.cancel();
+  const rel = await post(`/api/sessions/${r.session_id}/release`);
+  assert.equal(rel.status, 200);
+  await rel.body?.cancel();
+  assert.equal((await e.run("alice", { command: ["echo", "back"] })).output, "back\n");
+  assert.ok(h.bus.since().events.some((ev) => ev.type === "session.takeover"));
+});

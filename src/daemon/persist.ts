@@ -201,6 +201,13 @@ export function combineHooks(...sets: EngineHooks[]): EngineHooks {
   return out;
 }
 
+/** Jobs an operator typed into a session they took over are owned by "operator:<id>". */
+function actorOf(owner: string): { kind: "agent" | "system"; id: string } {
+  return owner.startsWith("operator:")
+    ? { kind: "operator" as "agent", id: owner.slice("operator:".length) }
+    : { kind: "agent", id: owner };
+}
+
 /** Audit records for what the engine does on its own: sessions opening/closing, jobs ending. */
 export function auditHooks(
   audit: {
@@ -229,7 +236,7 @@ export function auditHooks(
     sessionClosed: (id, reason) =>
       safe({ kind: "system", id: "termada" }, "session.closed", { session_id: id, reason }),
     jobEnded: (job) =>
-      safe({ kind: "agent", id: job.owner }, "job.finished", {
+      safe(actorOf(job.owner), "job.finished", {
         job_id: job.id,
         status: job.status,
         ...(job.exitCode === undefined ? {} : { exit_code: job.exitCode }),

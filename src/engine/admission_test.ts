@@ -143,3 +143,33 @@ Deno.test("background jobs waiting for approval count against the background quo
   );
   assert.equal(e.pendingApprovals().length, 2);
 });
+
+Deno.test("takeover: agents wait while an operator types, and the operator's command is an operator job", async () => {
+  await using te = await testEngine();
+  const e = te.engine;
+  const r = await e.run(A, { command: ["echo", "before"] });
+  e.takeover(r.session_id, "alice-op");
+  assert.equal(e.listSessions(A)[0]!.state, "operator");
+  const busy = await rejectsWith(
+    () => e.run(A, { command: ["echo", "x"] }),
+    "SESSION_BUSY",
+  ) as TermadaError;
+  assert.equal(busy.details?.state, "operator");
+  await rejectsWith(
+    () => e.operatorInput(r.session_id, "someone-else", "ls\r"),
+    "INVALID_ARGUMENT",
+  );
+  await e.operatorInput(r.session_id, "alice-op", "echo typed-by-hand\r");
+  let op: { job_id: string; status: string; owner: string; command: string[] } | undefined;
+  for (let i = 0; i < 200; i++) {
+    op = e.allJobs(10).find((j) => j.owner === "operator:alice-op");
+    if (op?.status === "exited") break;
+    await new Promise((res) => setTimeout(res, 10));
+  }
+  assert.equal(op?.status, "exited");
+  assert.deepEqual(op?.command, ["echo typed-by-hand"]);
+  assert.equal(e.jobOf("operator:alice-op", op!.job_id).buffer.read().output, "typed-by-hand\n");
+  assert.equal(e.listJobs(A).jobs.some((j) => j.job_id === op!.job_id), false, "not an agent job");
+  e.releaseSession(r.session_id, "alice-op");
+  assert.equal((await e.run(A, { command: ["echo", "after"] })).output, "after\n");
+});

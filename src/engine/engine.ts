@@ -354,6 +354,49 @@ export class Engine {
       .map((s) => ({ ...this.#sessionInfo(s), owner: s.owner }));
   }
 
+  /**
+   * An operator takes the keyboard of a session (operator only): agents' commands there get
+   * SESSION_BUSY with state "operator" until `releaseSession`; a job already running goes on.
+   */
+  takeover(sessionId: string, operator: string): SessionInfo {
+    const s = this.anySession(sessionId);
+    if (s.lease && s.lease.operator !== operator) {
+      throw new TermadaError(
+        "SESSION_BUSY",
+        `Operator "${s.lease.operator}" holds session "${sessionId}"`,
+      );
+    }
+    s.lease = { operator, since: this.#clock.now() };
+    return this.#sessionInfo(s);
+  }
+
+  /** Hands the keyboard back to agents. */
+  releaseSession(sessionId: string, operator: string): SessionInfo {
+    const s = this.anySession(sessionId);
+    if (!s.lease) return this.#sessionInfo(s);
+    if (s.lease.operator !== operator) {
+      throw new TermadaError(
+        "SESSION_BUSY",
+        `Operator "${s.lease.operator}" holds session "${sessionId}"`,
+      );
+    }
+    s.lease = undefined;
+    return this.#sessionInfo(s);
+  }
+
+  /** Keys from the operator who holds the session's keyboard, written to its terminal. */
+  async operatorInput(sessionId: string, operator: string, text: string): Promise<void> {
+    const s = this.anySession(sessionId);
+    if (s.lease?.operator !== operator) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Take over session "${sessionId}" before typing into it`,
+      );
+    }
+    if (text.length > 65_536) throw new TermadaError("INVALID_ARGUMENT", "Input over 64 KiB");
+    await s.operatorInput(text);
+  }
+
   /** Jobs of every owner, newest first (operator views only). */
   allJobs(limit: number): (JobSummary & { owner: string })[] {
     const out: (JobSummary & { owner: string })[] = [];
@@ -484,6 +527,8 @@ export class Engine {
       );
     }
     const text = req.input + (req.append_newline === false ? "" : "\r");
+    const leased = this.#sessions.get(job.sessionId)?.lease;
+    if (leased && job.mode === "foreground") throw operatorHolds(job.sessionId);
     const target = this.#inputTarget(job);
     const gate = this.#opts.admission;
     if (gate?.admitInput && job.inputReader && COMMAND_READERS.test(job.inputReader)) {
@@ -634,6 +679,7 @@ export class Engine {
     const session = req.session === undefined
       ? await this.#defaultSession(owner)
       : this.#ownSession(owner, req.session);
+    if (session.lease) throw operatorHolds(session.id);
     if (session.state === "busy" && !session.job) await within(session.ready, 1000);
     if (session.state !== "ready") {
       const running = session.job?.id;
@@ -1123,6 +1169,17 @@ export class Engine {
         userRc: this.#opts.userRc ?? false,
         clock: this.#clock,
         startTimeoutMs: this.#opts.startTimeoutMs ?? 10_000,
+        onOperatorCommand: (sess, line, operator) => {
+          const job = this.#newJob(
+            `operator:${operator}`,
+            sess.id,
+            [line],
+            "foreground",
+            sess.redactor,
+          );
+          job.cwd = sess.cwd;
+          return job;
+        },
         onClosed: (closed) => {
           this.#sessions.delete(closed.id);
           this.#hooks.sessionClosed?.(closed.id, closed.closeReason ?? "closed");
@@ -1168,7 +1225,7 @@ export class Engine {
       target: "local",
       shell: s.shell,
       cwd: s.cwd,
-      state: s.state === "busy" ? "busy" : "ready",
+      state: s.lease ? "operator" : s.state === "busy" ? "busy" : "ready",
       cols: s.cols,
       rows: s.rows,
       created_at: new Date(s.createdAt).toISOString(),
@@ -1190,6 +1247,17 @@ export class Engine {
 }
 
 /** Environment for shells: the given base (or ours), minus Termada's own secrets. */
+function operatorHolds(sessionId: string): TermadaError {
+  return new TermadaError(
+    "SESSION_BUSY",
+    `An operator holds the keyboard of session "${sessionId}"`,
+    {
+      details: { state: "operator" },
+      hint: "Wait until the operator releases it, or use another session",
+    },
+  );
+}
+
 function baseEnv(given?: Record<string, string>): Record<string, string> {
   const env = { ...(given ?? Deno.env.toObject()) };
   for (const k of Object.keys(env)) if (k.startsWith("TERMADA_")) delete env[k];

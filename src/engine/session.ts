@@ -59,6 +59,8 @@ export interface SessionOptions {
   clock: Clock;
   startTimeoutMs: number;
   onClosed: (s: Session) => void;
+  /** Called when an operator holding the keyboard starts a command at the prompt. */
+  onOperatorCommand?: (s: Session, line: string, operator: string) => Job;
 }
 
 export class Session {
@@ -73,6 +75,10 @@ export class Session {
   state: SessionState = "starting";
   closeReason: string | undefined;
   job: Job | undefined;
+  /** An operator holds the keyboard: agents cannot run or type here until released. */
+  lease: { operator: string; since: number } | undefined;
+  /** What the operator typed since the last prompt (the command line of an operator job). */
+  #operatorLine = "";
   #opts: SessionOptions;
   #pty!: Pty;
   #parser: MarkerParser;
@@ -227,6 +233,17 @@ export class Session {
     return this.#pty.write(data);
   }
 
+  /** Keys typed by the operator holding the keyboard (remembered as the command line). */
+  operatorInput(text: string): Promise<void> {
+    for (const ch of text) {
+      if (ch === "\r" || ch === "\n") continue;
+      if (ch === "\x7f" || ch === "\b") this.#operatorLine = this.#operatorLine.slice(0, -1);
+      else if (ch === "\x03" || ch === "\x15") this.#operatorLine = "";
+      else if (ch >= " " && this.#operatorLine.length < 4096) this.#operatorLine += ch;
+    }
+    return this.#pty.write(text);
+  }
+
   resize(cols: number, rows: number): void {
     this.#pty.resize(cols, rows);
     this.#screen.resize(cols, rows);
@@ -349,6 +366,14 @@ export class Session {
           this.#sent = false;
           this.#zone = true;
           this.#input.poke();
+        } else if (!this.job && this.lease && this.#opts.onOperatorCommand) {
+          // The operator typed a command at the prompt: it becomes an operator job.
+          const line = this.#operatorLine.trim() || "(typed by the operator)";
+          this.#operatorLine = "";
+          this.job = this.#opts.onOperatorCommand(this, line, this.lease.operator);
+          this.state = "busy";
+          this.#ready = Promise.withResolvers();
+          this.#zone = true;
         }
         return;
       case "end": {

@@ -281,6 +281,7 @@ function App(props: { token: string }): preact.JSX.Element {
                 token={token}
                 live={followed.includes(s.session_id)}
                 onFollow={() => follow(s.session_id)}
+                onLease={soon}
               />
             ))}
           </section>

@@ -22,10 +22,19 @@ export interface SessionInfo {
 
 /** A session's card: a live terminal when followed, else a button to follow it. */
 export function SessionCard(
-  props: { session: SessionInfo; token: string; live: boolean; onFollow: () => void },
+  props: {
+    session: SessionInfo;
+    token: string;
+    live: boolean;
+    onFollow: () => void;
+    /** Called after a takeover or release (to refresh the session list). */
+    onLease?: () => void;
+  },
 ): preact.JSX.Element {
   const s = props.session;
-  if (props.live) return <SessionTerminal session={s} token={props.token} />;
+  if (props.live) {
+    return <SessionTerminal session={s} token={props.token} onLease={props.onLease} />;
+  }
   return (
     <section class="session paused" data-session={s.session_id}>
       <header>
@@ -38,12 +47,156 @@ export function SessionCard(
   );
 }
 
+/** The operator name the dashboard sends on takeover, input and release (the lease holder). */
+export const OPERATOR = "dashboard";
+/** Keystrokes typed within this window go out as one request. */
+const BATCH_MS = 10;
+/** Characters per input request: JSON escaping (≤ 6×) keeps the body under the 64 KiB limit. */
+const MAX_CHUNK = 8 * 1024;
+
+/**
+ * One session's operator requests (takeover, input, release), strictly one at a time and in
+ * order. Keystrokes are buffered for BATCH_MS and sent as one batch; keys typed while a batch
+ * is in flight wait for it and go out together in the next.
+ */
+export class OperatorLink {
+  #buf = "";
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #sending = false;
+  #chain: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly sessionId: string,
+    readonly token: string,
+    /** A failed input batch (the keys it held and any queued after it are dropped). */
+    readonly onInputError: (err: Error) => void,
+  ) {}
+
+  /** Serializes `fn` after every request already queued for this session. */
+  #run<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.#chain.then(fn);
+    this.#chain = p.catch(() => {});
+    return p;
+  }
+
+  async #post(verb: string, payload: unknown): Promise<unknown> {
+    const res = await fetch(`/api/sessions/${encodeURIComponent(this.sessionId)}/${verb}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${this.token}`,
+        "content-type": "application/json",
+        "x-termada-operator": OPERATOR,
+      },
+      body: JSON.stringify(payload),
+      cache: "no-store",
+    });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) {
+      const e = (body as { error?: { message?: string } }).error;
+      throw new Error(e?.message ?? `HTTP ${res.status}`);
+    }
+    return body;
+  }
+
+  takeover(): Promise<unknown> {
+    return this.#run(() => this.#post("takeover", {}));
+  }
+
+  /** Sends what is still buffered, then hands the keyboard back. */
+  async release(): Promise<unknown> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    while (this.#buf) await this.#sendChunk();
+    return await this.#run(() => this.#post("release", {}));
+  }
+
+  /** Queues keys typed into the terminal. */
+  type(data: string): void {
+    this.#buf += data;
+    if (this.#timer === undefined && !this.#sending) {
+      this.#timer = setTimeout(() => this.#flush(), BATCH_MS);
+    }
+  }
+
+  /** Drops buffered keys (after an error or when the lease is gone). */
+  clear(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#buf = "";
+  }
+
+  #take(): string {
+    let n = Math.min(this.#buf.length, MAX_CHUNK);
+    // Never split a surrogate pair between two batches.
+    if (n < this.#buf.length) {
+      const c = this.#buf.charCodeAt(n - 1);
+      if (c >= 0xd800 && c <= 0xdbff) n--;
+    }
+    const chunk = this.#buf.slice(0, n);
+    this.#buf = this.#buf.slice(n);
+    return chunk;
+  }
+
+  #sendChunk(): Promise<unknown> {
+    const data = this.#take();
+    return this.#run(() => this.#post("input", { data }));
+  }
+
+  #flush(): void {
+    this.#timer = undefined;
+    if (this.#sending || !this.#buf) return;
+    this.#sending = true;
+    this.#sendChunk().then(
+      () => {
+        this.#sending = false;
+        if (this.#buf && this.#timer === undefined) this.#flush();
+      },
+      (err) => {
+        this.#sending = false;
+        this.clear();
+        this.onInputError(err as Error);
+      },
+    );
+  }
+}
+
 function SessionTerminal(
-  props: { session: SessionInfo; token: string },
+  props: { session: SessionInfo; token: string; onLease?: () => void },
 ): preact.JSX.Element {
   const host = useRef<HTMLDivElement>(null);
+  const termRef = useRef<Terminal | undefined>(undefined);
+  const releaseRef = useRef<HTMLButtonElement>(null);
   const [state, setState] = useState<StreamState>("connecting");
+  // `held`: this page holds the session's keyboard lease; `pending`: a takeover/release in flight.
+  const [held, setHeld] = useState(false);
+  const heldRef = useRef(false);
+  const [pending, setPending] = useState(false);
+  const [opError, setOpError] = useState<string | undefined>();
   const { session_id, cols, rows } = props.session;
+
+  const linkRef = useRef<OperatorLink | undefined>(undefined);
+  const setHolding = (v: boolean) => {
+    heldRef.current = v;
+    setHeld(v);
+    const term = termRef.current;
+    if (term) term.options.disableStdin = !v;
+  };
+
+  useEffect(() => {
+    const link = new OperatorLink(session_id, props.token, (err) => {
+      setHolding(false);
+      setOpError(`input: ${err.message}`);
+    });
+    linkRef.current = link;
+    return () => {
+      linkRef.current = undefined;
+      // Leaving the view (or unfollowing) hands the keyboard back to agents.
+      if (heldRef.current) {
+        heldRef.current = false;
+        link.release().catch(() => {});
+      }
+    };
+  }, [session_id, props.token]);
 
   useEffect(() => {
     const el = host.current;
@@ -51,14 +204,28 @@ function SessionTerminal(
     const term = new Terminal({
       cols: Math.max(2, cols),
       rows: Math.max(1, rows),
-      disableStdin: true,
+      disableStdin: !heldRef.current,
       convertEol: false,
       scrollback: 5000,
       fontSize: 13,
       cursorBlink: false,
     });
+    termRef.current = term;
     const unmirror = mirrorStyles(el);
     term.open(el);
+    // While taken over, keys go to the session; Shift+Escape leaves the terminal (Tab is the
+    // shell's) and moves focus to the Release button.
+    term.attachCustomKeyEventHandler((e) => {
+      if (e.type === "keydown" && e.key === "Escape" && e.shiftKey) {
+        term.blur();
+        releaseRef.current?.focus();
+        return false;
+      }
+      return true;
+    });
+    const onData = term.onData((data) => {
+      if (heldRef.current) linkRef.current?.type(data);
+    });
     const abort = new AbortController();
     followStream(
       `/api/sessions/${encodeURIComponent(session_id)}/stream`,
@@ -79,20 +246,100 @@ function SessionTerminal(
     );
     return () => {
       abort.abort();
+      onData.dispose();
+      if (termRef.current === term) termRef.current = undefined;
       term.dispose();
       unmirror();
     };
   }, [session_id, cols, rows, props.token]);
 
+  const takeover = async () => {
+    const link = linkRef.current;
+    if (!link || pending) return;
+    setPending(true);
+    setOpError(undefined);
+    try {
+      await link.takeover();
+      setHolding(true);
+      termRef.current?.focus();
+    } catch (err) {
+      setOpError(`take over: ${(err as Error).message}`);
+    } finally {
+      setPending(false);
+      props.onLease?.();
+    }
+  };
+  const release = async () => {
+    const link = linkRef.current;
+    if (!link || pending) return;
+    setPending(true);
+    setOpError(undefined);
+    // Stop sending keys at once; what was typed before goes out first.
+    heldRef.current = false;
+    if (termRef.current) termRef.current.options.disableStdin = true;
+    try {
+      await link.release();
+      setHolding(false);
+    } catch (err) {
+      link.clear();
+      setHolding(false);
+      setOpError(`release: ${(err as Error).message}`);
+    } finally {
+      setPending(false);
+      props.onLease?.();
+    }
+  };
+
   const s = props.session;
   return (
-    <section class="session" data-session={s.session_id}>
+    <section
+      class={`session ${held ? "held" : ""}`}
+      data-session={s.session_id}
+      data-held={String(held)}
+    >
       <header>
         <span class="sid">{s.session_id}</span>
         <span class={`badge ${s.state}`}>{s.state}</span>
         <span class="cwd" title={s.cwd}>{s.shell} · {s.cwd}</span>
         <span class={`stream ${state}`}>{state}</span>
+        {held
+          ? (
+            <button
+              type="button"
+              class="release"
+              data-release
+              ref={releaseRef}
+              disabled={pending}
+              onClick={release}
+            >
+              Release
+            </button>
+          )
+          : (
+            <button
+              type="button"
+              class="takeover"
+              data-takeover
+              disabled={pending}
+              title="Type into this session; agents wait until you release it"
+              onClick={takeover}
+            >
+              Take over
+            </button>
+          )}
       </header>
+      <p class="kbd" role="status" aria-live="polite">
+        {held
+          ? (
+            <span class="held-note" data-keyboard>
+              You have the keyboard: agents wait until you release it (Shift+Esc leaves the
+              terminal).
+            </span>
+          )
+          : opError
+          ? <span class="op-error">{opError}</span>
+          : null}
+      </p>
       <div class="term" ref={host} />
     </section>
   );

@@ -275,3 +275,148 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "dashboard: Take over types into an agent's session; Release hands it back",
+  ignore: !haveChromium,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const home = await tempHome();
+    const profile = await Deno.makeTempDir({ prefix: "termada-chromium-" });
+    const shots = await Deno.makeTempDir({ prefix: "termada-shots-" });
+    await using daemon = await startDaemon(home);
+    const url = /Dashboard\s+(\S+)/.exec(daemon.stderr())?.[1];
+    assert.ok(url, daemon.stderr());
+    await using client = await stdioClient(home);
+    const r = await call(client, "exec_run", { command: ["echo agent-$((2*3))"] });
+    assert.equal(r.output, "agent-6\n");
+    const sid = String(r.session_id);
+    const card = `[data-session="${sid}"]`;
+
+    let browser: Browser | undefined;
+    try {
+      browser = await launchBrowser(profile);
+      const page = await browser.newPage();
+      const problems: string[] = [];
+      page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
+      page.on("console", (m) => {
+        if (m.type() === "error" && /script|eval/i.test(m.text())) problems.push(m.text());
+      });
+      // Input requests: counted, and never two in flight for the session.
+      const inputs = { sent: 0, inFlight: 0, maxInFlight: 0, bodies: [] as string[] };
+      const isInput = (u: string) => u.endsWith(`/api/sessions/${sid}/input`);
+      page.on("request", (req) => {
+        if (!isInput(req.url())) return;
+        inputs.sent++;
+        inputs.inFlight++;
+        inputs.maxInFlight = Math.max(inputs.maxInFlight, inputs.inFlight);
+        inputs.bodies.push(req.postData() ?? "");
+        const op = req.headers()["x-termada-operator"];
+        if (op !== "dashboard") problems.push(`x-termada-operator: ${op}`);
+      });
+      const settled = (req: { url(): string }) => {
+        if (isInput(req.url())) inputs.inFlight--;
+      };
+      page.on("requestfinished", settled);
+      page.on("requestfailed", settled);
+      await page.setViewport({ width: 1280, height: 800 });
+      await page.goto(url, { waitUntil: "domcontentloaded" });
+      await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
+      await page.waitForFunction(
+        `(document.querySelector('${card} .xterm-rows')?.textContent ?? "").includes("agent-6")`,
+        { timeout: 15_000 },
+      );
+
+      // Take over: the card says so, the terminal has focus, the list shows "operator".
+      await page.click(`${card} [data-takeover]`);
+      await page.waitForSelector(`${card}[data-held="true"] [data-keyboard]`, { timeout: 10_000 });
+      assert.match(
+        await page.$eval(`${card} [data-keyboard]`, (el) => el.textContent ?? ""),
+        /You have the keyboard/,
+      );
+      assert.equal(
+        await page.evaluate(
+          `document.querySelector('${card} .term')?.contains(document.activeElement) ?? false`,
+        ),
+        true,
+      );
+      await page.waitForFunction(
+        `document.querySelector('${card} .badge')?.textContent === "operator"`,
+        { timeout: 10_000 },
+      );
+
+      // Agents get SESSION_BUSY while the operator holds the keyboard.
+      const busy = await client.callTool({
+        name: "exec_run",
+        arguments: { command: ["echo nope"], session: sid },
+      });
+      assert.equal(busy.isError, true);
+      assert.match(JSON.stringify(busy.structuredContent), /SESSION_BUSY/);
+
+      // Keystrokes typed into the terminal run in the session.
+      await page.click(`${card} .xterm`);
+      await page.keyboard.type("echo hi-from-operator");
+      await page.keyboard.press("Enter");
+      await page.waitForFunction(
+        `[...document.querySelectorAll('${card} .xterm-rows > div')]` +
+          `.some((row) => /^hi-from-operator\\s*$/.test(row.textContent ?? ""))`,
+        { timeout: 15_000 },
+      );
+      const text = await page.$eval(
+        `${card} .xterm-rows`,
+        (el) => [...el.children].map((row) => row.textContent ?? "").join("\n"),
+      );
+      assert.match(text, /echo hi-from-operator/);
+      // Batched (fewer requests than keys), in order, one at a time.
+      const typed = inputs.bodies.map((b) => JSON.parse(b).data as string).join("");
+      assert.equal(typed, "echo hi-from-operator\r");
+      assert.ok(inputs.sent < typed.length, `${inputs.sent} requests`);
+      assert.equal(inputs.maxInFlight, 1);
+      assert.match(text, /^hi-from-operator\s*$/m);
+      await page.screenshot({ path: `${shots}/takeover.png` });
+
+      // Release (from the keyboard: Shift+Escape leaves the terminal for the Release button).
+      await page.keyboard.down("Shift");
+      await page.keyboard.press("Escape");
+      await page.keyboard.up("Shift");
+      assert.equal(
+        await page.evaluate(`document.activeElement?.hasAttribute("data-release") ?? false`),
+        true,
+      );
+      await page.keyboard.press("Enter");
+      await page.waitForSelector(`${card}[data-held="false"] [data-takeover]`, {
+        timeout: 10_000,
+      });
+      assert.equal(await page.$(`${card} [data-keyboard]`), null);
+
+      // The agent works again in the same session.
+      let after: Record<string, unknown> = {};
+      for (let i = 0; i < 50; i++) {
+        const res = await client.callTool({
+          name: "exec_run",
+          arguments: { command: ["echo agent-again"], session: sid },
+        });
+        after = res.structuredContent as Record<string, unknown>;
+        if (!res.isError) break;
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      assert.equal(after.output, "agent-again\n", JSON.stringify(after));
+      await page.waitForFunction(
+        `document.querySelector('${card} .badge')?.textContent !== "operator"`,
+        { timeout: 10_000 },
+      );
+      assert.deepEqual(problems, []);
+    } finally {
+      const proc = browser?.process();
+      await browser?.close().catch(() => {});
+      try {
+        proc?.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+      await Deno.remove(profile, { recursive: true }).catch(() => {});
+      await Deno.remove(home, { recursive: true }).catch(() => {});
+    }
+  },
+});

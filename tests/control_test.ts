@@ -161,6 +161,24 @@ Deno.test("agents cannot reach operator routes by any transport", async () => {
       assert.equal(r.status, 401);
       await r.body?.cancel();
     }
+    for (const auth of [undefined, "Bearer agent-token-0123456789abcdef"]) {
+      const m = await fetch(`http://127.0.0.1:${d.port}/metrics`, {
+        headers: auth ? { authorization: auth } : {},
+      });
+      assert.equal(m.status, 401);
+      await m.body?.cancel();
+    }
+    const opToken = new URL(/Dashboard\s+(\S+)/.exec(d.stderr())![1]!).searchParams.get("token")!;
+    const metrics = await fetch(`http://127.0.0.1:${d.port}/metrics`, {
+      headers: { authorization: `Bearer ${opToken}` },
+    });
+    assert.match(await metrics.text(), /^termada_sessions_open 0$/m);
+    const policy = await (await fetch(`http://127.0.0.1:${d.port}/api/policy`, {
+      headers: { authorization: `Bearer ${opToken}` },
+    })).json();
+    assert.deepEqual(policy.policies.default.deny, ["rm -rf *"]);
+    assert.equal(policy.agents.ci.policy, "default");
+    assert.ok(!JSON.stringify(policy).includes("agent-token-0123456789abcdef"), "no tokens");
     await using c = await stdioClient(home, ["--agent", "dev"]);
     const tools = (await c.listTools()).tools.map((t: { name: string }) => t.name);
     for (const forbidden of ["approve", "deny", "stop", "policy"]) {

@@ -164,6 +164,52 @@ export function createApp(options: AppOptions): TermadaApp {
     );
   }
 
+  // Prometheus text metrics for the operator's monitoring (operator token, like /api).
+  const started = Date.now();
+  app.get("/metrics", (c) => {
+    const m = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "");
+    if (!options.operatorToken || m === null || !sameSecret(m[1]!, options.operatorToken)) {
+      return problem(c, 401, "UNAUTHORIZED", "Metrics need the operator token");
+    }
+    const jobs = options.engine.allJobs(1000);
+    const active = jobs.filter((j) =>
+      ["running", "awaiting_input", "pending_approval"].includes(j.status)
+    );
+    const lines = [
+      ["termada_sessions_open", "gauge", "Open terminal sessions", options.engine.sessionCount()],
+      ["termada_jobs_active", "gauge", "Jobs running, awaiting input or approval", active.length],
+      [
+        "termada_approvals_pending",
+        "gauge",
+        "Jobs waiting for an operator",
+        options.engine.pendingApprovals().length,
+      ],
+      ["termada_mcp_sessions", "gauge", "Open MCP sessions", sessions.size],
+      [
+        "termada_stopped",
+        "gauge",
+        "1 while the stop-all barrier refuses new commands",
+        options.operator?.gateway.stopped ? 1 : 0,
+      ],
+      [
+        "termada_uptime_seconds",
+        "gauge",
+        "Seconds since the daemon started",
+        Math.round((Date.now() - started) / 1000),
+      ],
+      [
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory of the daemon",
+        Deno.memoryUsage().rss,
+      ],
+    ] as const;
+    const text = lines.map(([name, type, help, value]) =>
+      `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name} ${value}\n`
+    ).join("");
+    return c.text(text, 200, { "content-type": "text/plain; version=0.0.4" });
+  });
+
   app.notFound((c) => problem(c, 404, "NOT_FOUND", `No route ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {
     log.error("request failed", { path: c.req.path, error: err });

@@ -23,6 +23,8 @@ export interface OperatorOptions {
   auditVerify?: () => unknown;
   /** Live events (the audit records as they are written). */
   bus?: EventBus;
+  /** The effective policies (read-only view; never tokens). */
+  policy?: () => Record<string, unknown>;
   /** The loopback TCP port (for links such as `termada dashboard`). */
   port?: number;
   /** SSE keep-alive period (default 15 s). */
@@ -113,6 +115,13 @@ export function operatorRoutes(
       ...(gateway.stopped ? { barrier_until: new Date(gateway.barrierUntil).toISOString() } : {}),
     }));
   api.get("/approvals", (c) => c.json({ approvals: gateway.pending() }));
+  api.get(
+    "/policy",
+    (c) =>
+      options.policy
+        ? c.json(options.policy())
+        : fail(c, new TermadaError("NOT_SUPPORTED", "No policy")),
+  );
   api.post("/approvals/:id/approve", async (c) => {
     try {
       const b = await body(c);

@@ -235,6 +235,16 @@ export class Daemon {
           auditTail: (n) => audit.tail(n),
           auditVerify: () => verifyAudit(auditDir),
           bus,
+          policy: () => ({
+            default_policy: config.default_policy,
+            policies: config.policies,
+            agents: Object.fromEntries(
+              Object.entries(config.agents).map((
+                [id, a],
+              ) => [id, { name: a.name ?? null, policy: a.policy ?? config.default_policy }]),
+            ),
+            dev_mode: config.auth.dev_mode,
+          }),
         },
         onAgent: (id, via) => {
           try {

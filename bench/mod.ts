@@ -6,6 +6,7 @@
  *   (d) an MCP exec_run round trip through the daemon over its Unix socket
  *   (e) policy decision time, typical commands and a 10 KB script
  *   (f) audit appends per second, with and without fsync
+ *   (g) dashboard keystroke-to-echo latency in headless Chromium, and the bundle size
  * Prints plain lines (median, p99, MB/s, RSS). No thresholds fail here: targets are printed next
  * to the figures. Set BENCH_QUICK=1 for a short smoke run.
  */
@@ -16,6 +17,7 @@ import { Daemon, socketFetch } from "../src/daemon/mod.ts";
 import { compilePolicy, decide } from "../src/policy/mod.ts";
 import { Engine } from "../src/engine/mod.ts";
 import { preloadNative, Pty, readProcFile, sharedPoller } from "../src/pty/mod.ts";
+import { dashboardLatency } from "./dashboard_latency.ts";
 
 preloadNative();
 const QUICK = Deno.env.get("BENCH_QUICK") === "1";
@@ -301,3 +303,6 @@ await engine.shutdown();
 }
 
 await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
+
+// ── (g) dashboard keystroke-to-echo latency ─────────────────────────────────
+for (const line of await dashboardLatency(QUICK)) out(line);

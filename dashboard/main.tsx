@@ -20,6 +20,8 @@ import {
   isActive,
   type JobInfo,
   JobsView,
+  type PolicyInfo,
+  PolicyView,
 } from "./views.tsx";
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
@@ -35,7 +37,7 @@ interface Approval {
 }
 
 type Conn = "live" | "reconnecting" | "offline";
-type Tab = "sessions" | "approvals" | "jobs" | "activity" | "agents";
+type Tab = "sessions" | "approvals" | "jobs" | "activity" | "agents" | "policy";
 
 interface Status {
   stopped: boolean;
@@ -84,6 +86,8 @@ function App(props: { token: string }): preact.JSX.Element {
     { kind: "stop" } | { kind: "kill"; job: JobInfo } | undefined
   >();
   const [followed, setFollowed] = useState<string[]>([]);
+  const [policy, setPolicy] = useState<PolicyInfo | undefined>();
+  const [policyError, setPolicyError] = useState<string | undefined>();
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
 
   const refresh = useCallback(async () => {
@@ -197,6 +201,19 @@ function App(props: { token: string }): preact.JSX.Element {
     refresh();
   };
 
+  // The policy is read when its tab opens (it changes only with the config).
+  useEffect(() => {
+    if (tab !== "policy") return;
+    let live = true;
+    api<PolicyInfo>(token, "/api/policy").then(
+      (p) => live && (setPolicy(p), setPolicyError(undefined)),
+      (err) => live && setPolicyError(`policy: ${(err as Error).message}`),
+    );
+    return () => {
+      live = false;
+    };
+  }, [tab, token]);
+
   // Keep the followed set to open sessions; fill free slots in display order.
   useEffect(() => {
     setFollowed((f) => {
@@ -266,6 +283,7 @@ function App(props: { token: string }): preact.JSX.Element {
           {tabButton("jobs", "Jobs", <span class="count" data-active-jobs>{activeJobs}</span>)}
           {tabButton("activity", "Activity")}
           {tabButton("agents", "Agents")}
+          {tabButton("policy", "Policy")}
         </nav>
       </header>
       {error && <p class="error" role="alert">{error}</p>}
@@ -327,6 +345,9 @@ function App(props: { token: string }): preact.JSX.Element {
       </main>
       <main hidden={tab !== "agents"} class="agents-view">
         <AgentsView rows={agentRows(sessions, jobs, events)} />
+      </main>
+      <main hidden={tab !== "policy"} class="policy-view">
+        <PolicyView policy={policy} error={policyError} />
       </main>
       <Confirm
         open={confirm !== undefined}

@@ -98,6 +98,24 @@ export class OperatorLink {
     return body;
   }
 
+  /**
+   * Hands the keyboard back while the page goes away (close, reload, navigation): a `keepalive`
+   * request outlives the page. Buffered keys are dropped.
+   */
+  releaseOnExit(): void {
+    this.clear();
+    fetch(`/api/sessions/${encodeURIComponent(this.sessionId)}/release`, {
+      method: "POST",
+      keepalive: true,
+      headers: {
+        authorization: `Bearer ${this.token}`,
+        "content-type": "application/json",
+        "x-termada-operator": OPERATOR,
+      },
+      body: "{}",
+    }).catch(() => {});
+  }
+
   takeover(): Promise<unknown> {
     return this.#run(() => this.#post("takeover", {}));
   }
@@ -188,7 +206,15 @@ function SessionTerminal(
       setOpError(`input: ${err.message}`);
     });
     linkRef.current = link;
+    const onPageHide = () => {
+      if (!heldRef.current) return;
+      // If the page comes back from the back/forward cache it shows the session as released.
+      setHolding(false);
+      link.releaseOnExit();
+    };
+    addEventListener("pagehide", onPageHide);
     return () => {
+      removeEventListener("pagehide", onPageHide);
       linkRef.current = undefined;
       // Leaving the view (or unfollowing) hands the keyboard back to agents.
       if (heldRef.current) {

@@ -277,3 +277,100 @@ export function AgentsView(props: { rows: AgentRow[] }): preact.JSX.Element {
     </table>
   );
 }
+
+export interface PolicyRules {
+  allow: string[];
+  deny: string[];
+  confirm: string[];
+  auto_answer: { prompt: string; answer: string }[];
+}
+
+/** `GET /api/policy`: the effective rules (no tokens). */
+export interface PolicyInfo {
+  default_policy: string;
+  policies: Record<string, PolicyRules>;
+  agents: Record<string, { name?: string; policy: string }>;
+  dev_mode: boolean;
+}
+
+function RuleList(props: { kind: string; rules: string[] }): preact.JSX.Element {
+  return (
+    <div class={`rules ${props.kind}`} data-rules={props.kind}>
+      <h4>{props.kind}</h4>
+      {props.rules.length === 0 ? <p class="empty">none</p> : (
+        <ul>
+          {props.rules.map((r, i) => (
+            <li key={i}>
+              <code>{r}</code>
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}
+
+/** Read-only: every policy's rules, the agents using it, and the dev-mode default. */
+export function PolicyView(
+  props: { policy: PolicyInfo | undefined; error?: string },
+): preact.JSX.Element {
+  const p = props.policy;
+  if (!p) return <p class="empty">{props.error ?? "Loading policy…"}</p>;
+  const users = new Map<string, string[]>();
+  for (const [id, a] of Object.entries(p.agents)) {
+    const list = users.get(a.policy) ?? [];
+    list.push(a.name && a.name !== id ? `${id} (${a.name})` : id);
+    users.set(a.policy, list);
+  }
+  return (
+    <div class="policy">
+      <p class="policy-default" data-default-policy={p.default_policy}>
+        Default policy: <strong>{p.default_policy}</strong> {p.dev_mode
+          ? "— dev mode is on: agents not listed in the config connect and get it."
+          : "— dev mode is off: only configured agents connect."}
+      </p>
+      {Object.entries(p.policies).sort(([a], [b]) => a.localeCompare(b)).map(([name, r]) => (
+        <section class="policy-card" key={name} data-policy={name}>
+          <h3>
+            {name}
+            {name === p.default_policy && <span class="badge">default</span>}
+          </h3>
+          <p class="policy-agents">
+            Agents: {(users.get(name) ?? []).sort().join(", ") || "none configured"}
+            {name === p.default_policy && p.dev_mode && " + dev-mode agents"}
+          </p>
+          {r.allow.length + r.deny.length + r.confirm.length === 0 && (
+            <p class="note">No rules: every command is allowed.</p>
+          )}
+          <div class="rule-lists">
+            <RuleList kind="allow" rules={r.allow} />
+            <RuleList kind="deny" rules={r.deny} />
+            <RuleList kind="confirm" rules={r.confirm} />
+          </div>
+          {r.auto_answer.length > 0 && (
+            <table class="auto-answer" data-rules="auto_answer">
+              <thead>
+                <tr>
+                  <th>Prompt (regex)</th>
+                  <th>Answer</th>
+                </tr>
+              </thead>
+              <tbody>
+                {r.auto_answer.map((a, i) => (
+                  <tr key={i}>
+                    <td>
+                      <code>{a.prompt}</code>
+                    </td>
+                    <td>
+                      <code>{JSON.stringify(a.answer)}</code>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </section>
+      ))}
+    </div>
+  );
+}

@@ -167,12 +167,30 @@ async function launchBrowser(profile: string): Promise<Browser> {
 }
 
 Deno.test({
-  name: "dashboard: Jobs, Activity and Agents views; Stop all ends an agent's job",
+  name: "dashboard: Jobs, Activity, Agents and Policy views; Stop all ends an agent's job",
   ignore: !haveChromium,
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
     const home = await tempHome();
+    // Policies for the Policy view: the default one (dev-mode agents) and one for agent `ci`.
+    await Deno.writeTextFile(
+      `${home}/config.yaml`,
+      `policies:
+  default:
+    deny: ["rm -rf *"]
+  strict:
+    allow: ["git status"]
+    deny: ["curl *"]
+    auto_answer:
+      - prompt: 'Continue\\? \\[y/N\\]'
+        answer: "y\\n"
+agents:
+  ci:
+    token: "agent-token-0123456789abcdef"
+    policy: strict
+`,
+    );
     const profile = await Deno.makeTempDir({ prefix: "termada-chromium-" });
     const shots = await Deno.makeTempDir({ prefix: "termada-shots-" });
     await using daemon = await startDaemon(home);
@@ -212,6 +230,35 @@ Deno.test({
         { timeout: 10_000 },
       );
       await page.screenshot({ path: `${shots}/agents.png` });
+
+      // Policy: read-only rules per policy, who uses which, the dev-mode default.
+      await page.click('[data-tab="policy"]');
+      await page.waitForSelector('[data-policy="default"] [data-rules="deny"] code', {
+        visible: true,
+        timeout: 10_000,
+      });
+      assert.match(
+        await page.$eval(
+          '[data-policy="default"] [data-rules="deny"]',
+          (el) => el.textContent ?? "",
+        ),
+        /rm -rf \*/,
+      );
+      const strict = await page.$eval('[data-policy="strict"]', (el) => el.textContent ?? "");
+      assert.match(strict, /curl \*/);
+      assert.match(strict, /git status/);
+      assert.match(strict, /Agents: ci/);
+      assert.match(strict, /Continue/);
+      assert.ok(!strict.includes("agent-token"), strict);
+      assert.equal(
+        await page.$eval("[data-default-policy]", (el) => el.getAttribute("data-default-policy")),
+        "default",
+      );
+      assert.match(
+        await page.$eval("[data-default-policy]", (el) => el.textContent ?? ""),
+        /dev mode is on/,
+      );
+      await page.screenshot({ path: `${shots}/policy.png` });
 
       // Stop all: a confirmation dialog first; Cancel does nothing, Stop all stops the job.
       assert.equal(
@@ -406,6 +453,30 @@ Deno.test({
         `document.querySelector('${card} .badge')?.textContent !== "operator"`,
         { timeout: 10_000 },
       );
+
+      // Closing or reloading the page while holding the keyboard releases it (pagehide +
+      // a keepalive request): the agent is not left with SESSION_BUSY.
+      await page.click(`${card} [data-takeover]`);
+      await page.waitForSelector(`${card}[data-held="true"] [data-keyboard]`, { timeout: 10_000 });
+      const held = await client.callTool({
+        name: "exec_run",
+        arguments: { command: ["echo nope"], session: sid },
+      });
+      assert.equal(held.isError, true);
+      assert.match(JSON.stringify(held.structuredContent), /SESSION_BUSY/);
+      await page.reload({ waitUntil: "domcontentloaded" });
+      await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
+      let reloaded: Record<string, unknown> = {};
+      for (let i = 0; i < 20; i++) {
+        const res = await client.callTool({
+          name: "exec_run",
+          arguments: { command: ["echo after-reload"], session: sid },
+        });
+        reloaded = res.structuredContent as Record<string, unknown>;
+        if (!res.isError) break;
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      assert.equal(reloaded.output, "after-reload\n", JSON.stringify(reloaded));
       assert.deepEqual(problems, []);
     } finally {
       const proc = browser?.process();

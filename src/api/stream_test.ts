@@ -268,6 +268,13 @@ Deno.test("takeover over the API: agents wait, the operator types, release hands
   );
   assert.equal(other.status, 400, "only the operator holding the lease types");
   await other.body?.cancel();
+  // The operator's command is an operator job; let it finish before handing back.
+  for (let i = 0; i < 300; i++) {
+    const op = e.allJobs(10).find((j) => j.owner === "operator:dash");
+    if (op?.status === "exited" && e.allSessions()[0]?.state === "operator") break;
+    await new Promise((res) => setTimeout(res, 10));
+  }
+  await e.sessionOf("alice", r.session_id).ready;
   const rel = await post(`/api/sessions/${r.session_id}/release`);
   assert.equal(rel.status, 200);
   await rel.body?.cancel();

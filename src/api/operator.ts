@@ -182,6 +182,24 @@ export function operatorRoutes(
       return fail(c, err);
     }
   });
+  api.post("/sessions/:id/pause", (c) => {
+    try {
+      const op = operatorOf(c);
+      gateway.record(op, "session.output_paused", { session_id: c.req.param("id") });
+      return c.json({ ok: true, session: engine.pauseOutput(c.req.param("id"), op.id) });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
+  api.post("/sessions/:id/resume-output", (c) => {
+    try {
+      const op = operatorOf(c);
+      gateway.record(op, "session.output_resumed", { session_id: c.req.param("id") });
+      return c.json({ ok: true, session: engine.resumeOutput(c.req.param("id"), op.id) });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
   api.post("/sessions/:id/input", async (c) => {
     try {
       const op = operatorOf(c);

@@ -173,3 +173,23 @@ Deno.test("takeover: agents wait while an operator types, and the operator's com
   e.releaseSession(r.session_id, "alice-op");
   assert.equal((await e.run(A, { command: ["echo", "after"] })).output, "after\n");
 });
+
+Deno.test("pause agent output: the agent reads nothing new until the operator resumes", async () => {
+  await using te = await testEngine();
+  const e = te.engine;
+  const s = await e.start(A, {
+    command: ["read -p 'Password: ' pw; echo got-${#pw}; sleep 0.2; echo done"],
+  });
+  const w = await e.wait(A, { job_id: s.job_id, until: { prompt: true }, timeout_ms: 5000 });
+  e.takeover(s.session_id, "op");
+  e.pauseOutput(s.session_id, "op");
+  assert.equal(e.listSessions(A)[0]!.output_paused, true);
+  await e.operatorInput(s.session_id, "op", "hunter2\r");
+  await new Promise((r) => setTimeout(r, 100));
+  const held = await e.poll(A, { job_id: s.job_id, cursor: w.next_cursor });
+  assert.equal(held.output, "", "nothing reaches the agent while paused");
+  e.resumeOutput(s.session_id, "op");
+  const done = await e.wait(A, { job_id: s.job_id, cursor: w.next_cursor, timeout_ms: 5000 });
+  assert.match(done.output, /got-7/);
+  e.releaseSession(s.session_id, "op");
+});

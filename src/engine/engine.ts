@@ -212,6 +212,8 @@ export interface SessionInfo {
   cols: number;
   rows: number;
   created_at: string;
+  /** An operator holds back what agents read from this session's job. */
+  output_paused?: boolean;
 }
 
 export interface JobStart {
@@ -381,7 +383,37 @@ export class Engine {
       );
     }
     s.lease = undefined;
+    if (s.outputPaused) {
+      s.outputPaused = false;
+      s.job?.releaseOutput();
+    }
     return this.#sessionInfo(s);
+  }
+
+  /**
+   * Pauses what agents read from the session's current job (output waits; released by
+   * `resumeOutput`, by releasing the lease, or when the job ends). Only the lease holder.
+   */
+  pauseOutput(sessionId: string, operator: string): SessionInfo {
+    const s = this.#leasedBy(sessionId, operator);
+    s.outputPaused = true;
+    s.job?.holdOutput();
+    return this.#sessionInfo(s);
+  }
+
+  resumeOutput(sessionId: string, operator: string): SessionInfo {
+    const s = this.#leasedBy(sessionId, operator);
+    s.outputPaused = false;
+    s.job?.releaseOutput();
+    return this.#sessionInfo(s);
+  }
+
+  #leasedBy(sessionId: string, operator: string): Session {
+    const s = this.anySession(sessionId);
+    if (s.lease?.operator !== operator) {
+      throw new TermadaError("INVALID_ARGUMENT", `Take over session "${sessionId}" first`);
+    }
+    return s;
   }
 
   /** Keys from the operator who holds the session's keyboard, written to its terminal. */
@@ -1226,6 +1258,7 @@ export class Engine {
       shell: s.shell,
       cwd: s.cwd,
       state: s.lease ? "operator" : s.state === "busy" ? "busy" : "ready",
+      ...(s.outputPaused ? { output_paused: true } : {}),
       cols: s.cols,
       rows: s.rows,
       created_at: new Date(s.createdAt).toISOString(),

@@ -50,6 +50,9 @@ export interface JobRecord {
   endedAt?: number;
 }
 
+/** Most bytes an operator's pause holds back from the agent (then it gives way). */
+const HOLD_LIMIT = 8 * 1024 * 1024;
+
 export interface JobOutputOptions {
   retentionBytes: number;
   headBytes: number;
@@ -89,6 +92,8 @@ export class Job {
   /** Receives every cleaned, redacted byte appended to the output (the on-disk spool). */
   onOutput: ((bytes: Uint8Array) => void) | undefined;
   #archivedDuration: number | undefined;
+  #held: Uint8Array[] | undefined;
+  #heldBytes = 0;
   readonly #cleaner = new VtCleaner();
   readonly #redactor: Redactor;
   #listeners = new Set<() => void>();
@@ -190,8 +195,37 @@ export class Job {
   }
 
   #append(bytes: Uint8Array): void {
+    if (this.#held) {
+      this.#held.push(bytes);
+      this.#heldBytes += bytes.length;
+      // Bounded like the buffer itself: beyond it, holding gives way rather than lose bytes.
+      if (this.#heldBytes > HOLD_LIMIT) this.releaseOutput();
+      return;
+    }
     this.#live?.append(bytes);
     this.onOutput?.(bytes);
+  }
+
+  /** An operator paused what the agent reads: new output waits until `releaseOutput`. */
+  holdOutput(): void {
+    if (!this.final) this.#held ??= [];
+  }
+
+  releaseOutput(): void {
+    const held = this.#held;
+    if (!held) return;
+    this.#held = undefined;
+    this.#heldBytes = 0;
+    for (const b of held) {
+      this.#live?.append(b);
+      this.onOutput?.(b);
+    }
+    this.#notify();
+  }
+
+  /** True while an operator holds this job's output back from the agent. */
+  get outputHeld(): boolean {
+    return this.#held !== undefined;
   }
 
   /** The incomplete last line (a prompt, a progress bar), cleaned and redacted. */
@@ -246,6 +280,7 @@ export class Job {
   ): void {
     if (this.final) return;
     this.commitPending();
+    this.releaseOutput();
     this.#live?.end();
     if (this.stopping && (status === "exited" || status === "killed")) {
       this.status = this.stopping.status;

@@ -77,6 +77,8 @@ export class Session {
   job: Job | undefined;
   /** An operator holds the keyboard: agents cannot run or type here until released. */
   lease: { operator: string; since: number } | undefined;
+  /** While true (and leased), what agents read from the current job is held back. */
+  outputPaused = false;
   /** What the operator typed since the last prompt (the command line of an operator job). */
   #operatorLine = "";
   #opts: SessionOptions;

@@ -64,6 +64,7 @@ const SessionOut = z.object({
   cols: z.number(),
   rows: z.number(),
   created_at: z.string(),
+  output_paused: z.boolean().optional(),
 });
 
 /** The one-line header of a job result: status, exit code, job, session, duration. */

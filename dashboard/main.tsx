@@ -86,6 +86,8 @@ function App(props: { token: string }): preact.JSX.Element {
     { kind: "stop" } | { kind: "kill"; job: JobInfo } | undefined
   >();
   const [followed, setFollowed] = useState<string[]>([]);
+  // The reason typed per approval (sent with Approve / Deny).
+  const [reasons, setReasons] = useState<Record<string, string>>({});
   const [policy, setPolicy] = useState<PolicyInfo | undefined>();
   const [policyError, setPolicyError] = useState<string | undefined>();
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
@@ -155,12 +157,18 @@ function App(props: { token: string }): preact.JSX.Element {
 
   const decide = async (id: string, verb: "approve" | "deny") => {
     setBusy((b) => ({ ...b, [id]: true }));
+    const typed = (reasons[id] ?? "").trim();
+    const reason = typed || `${verb === "deny" ? "denied" : "approved"} from the dashboard`;
     try {
       await api(token, `/api/approvals/${encodeURIComponent(id)}/${verb}`, {
         method: "POST",
-        body: JSON.stringify({ reason: `${verb}d from the dashboard` }),
+        body: JSON.stringify({ reason }),
       });
       setError(undefined);
+      setReasons((r) => {
+        const { [id]: _, ...rest } = r;
+        return rest;
+      });
     } catch (err) {
       setError(`${verb} ${id}: ${(err as Error).message}`);
     } finally {
@@ -316,6 +324,19 @@ function App(props: { token: string }): preact.JSX.Element {
               </div>
               <pre>{a.command.join(" ")}</pre>
               <div class="actions">
+                <input
+                  type="text"
+                  class="reason"
+                  data-reason
+                  maxLength={500}
+                  placeholder="Reason (optional)"
+                  aria-label={`Reason for approval ${a.approval_id}`}
+                  value={reasons[a.approval_id] ?? ""}
+                  onInput={(e) => {
+                    const v = (e.currentTarget as HTMLInputElement).value;
+                    setReasons((r) => ({ ...r, [a.approval_id]: v }));
+                  }}
+                />
                 <button
                   type="button"
                   class="approve"

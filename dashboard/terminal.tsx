@@ -18,6 +18,8 @@ export interface SessionInfo {
   rows: number;
   created_at: string;
   current_job_id?: string;
+  /** The lease holder paused what agents read from the session's job. */
+  output_paused?: boolean;
 }
 
 /** A session's card: a live terminal when followed, else a button to follow it. */
@@ -116,6 +118,16 @@ export class OperatorLink {
     }).catch(() => {});
   }
 
+  /** Holds back what agents read from the session's current job (lease holder only). */
+  pauseOutput(): Promise<unknown> {
+    return this.#run(() => this.#post("pause", {}));
+  }
+
+  /** Lets agents read the session's output again. */
+  resumeOutput(): Promise<unknown> {
+    return this.#run(() => this.#post("resume-output", {}));
+  }
+
   takeover(): Promise<unknown> {
     return this.#run(() => this.#post("takeover", {}));
   }
@@ -189,6 +201,8 @@ function SessionTerminal(
   const [held, setHeld] = useState(false);
   const heldRef = useRef(false);
   const [pending, setPending] = useState(false);
+  // Agents' output held back (only while this page holds the keyboard; a release resumes it).
+  const [outPaused, setOutPaused] = useState(false);
   const [opError, setOpError] = useState<string | undefined>();
   const { session_id, cols, rows } = props.session;
 
@@ -196,6 +210,7 @@ function SessionTerminal(
   const setHolding = (v: boolean) => {
     heldRef.current = v;
     setHeld(v);
+    if (!v) setOutPaused(false);
     const term = termRef.current;
     if (term) term.options.disableStdin = !v;
   };
@@ -316,18 +331,51 @@ function SessionTerminal(
     }
   };
 
+  const toggleOutput = async () => {
+    const link = linkRef.current;
+    if (!link || pending || !heldRef.current) return;
+    setPending(true);
+    setOpError(undefined);
+    const pause = !outPaused;
+    try {
+      await (pause ? link.pauseOutput() : link.resumeOutput());
+      setOutPaused(pause);
+    } catch (err) {
+      setOpError(`${pause ? "pause" : "resume"} output: ${(err as Error).message}`);
+    } finally {
+      setPending(false);
+      props.onLease?.();
+    }
+  };
+
   const s = props.session;
   return (
     <section
       class={`session ${held ? "held" : ""}`}
       data-session={s.session_id}
       data-held={String(held)}
+      data-output-paused={String(held && outPaused)}
     >
       <header>
         <span class="sid">{s.session_id}</span>
         <span class={`badge ${s.state}`}>{s.state}</span>
         <span class="cwd" title={s.cwd}>{s.shell} · {s.cwd}</span>
         <span class={`stream ${state}`}>{state}</span>
+        {held && (
+          <button
+            type="button"
+            class="pause-output"
+            data-pause-output
+            aria-pressed={outPaused}
+            disabled={pending}
+            title={outPaused
+              ? "Let agents read this session's output again"
+              : "Hold back what agents read from this session's job until you resume or release"}
+            onClick={toggleOutput}
+          >
+            {outPaused ? "Resume agent output" : "Pause agent output"}
+          </button>
+        )}
         {held
           ? (
             <button
@@ -359,12 +407,11 @@ function SessionTerminal(
           ? (
             <span class="held-note" data-keyboard>
               You have the keyboard: agents wait until you release it (Shift+Esc leaves the
-              terminal).
+              terminal).{outPaused && " Agent output is paused."}
             </span>
           )
-          : opError
-          ? <span class="op-error">{opError}</span>
           : null}
+        {opError ? <span class="op-error">{opError}</span> : null}
       </p>
       <div class="term" ref={host} />
     </section>

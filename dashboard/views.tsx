@@ -137,9 +137,9 @@ export function JobsView(props: {
   return (
     <>
       <h2>Active</h2>
-      <div data-jobs="active">{table(active, "No active jobs.")}</div>
+      <div class="table-scroll" data-jobs="active">{table(active, "No active jobs.")}</div>
       <h2>Recent</h2>
-      <div data-jobs="recent">{table(recent, "No finished jobs.")}</div>
+      <div class="table-scroll" data-jobs="recent">{table(recent, "No finished jobs.")}</div>
     </>
   );
 }
@@ -251,30 +251,32 @@ export function agentRows(
 export function AgentsView(props: { rows: AgentRow[] }): preact.JSX.Element {
   if (props.rows.length === 0) return <p class="empty">No agents seen yet.</p>;
   return (
-    <table class="agents">
-      <thead>
-        <tr>
-          <th>Agent</th>
-          <th>Sessions</th>
-          <th>Active jobs</th>
-          <th>Last command</th>
-          <th>Last seen</th>
-        </tr>
-      </thead>
-      <tbody>
-        {props.rows.map((r) => (
-          <tr key={r.agent} data-agent-row={r.agent}>
-            <td>{r.agent}</td>
-            <td>{r.sessions}</td>
-            <td>{r.activeJobs}</td>
-            <td class="cmd">
-              <code>{r.lastCommand ?? ""}</code>
-            </td>
-            <td>{r.lastSeen ? time(r.lastSeen) : ""}</td>
+    <div class="table-scroll">
+      <table class="agents">
+        <thead>
+          <tr>
+            <th>Agent</th>
+            <th>Sessions</th>
+            <th>Active jobs</th>
+            <th>Last command</th>
+            <th>Last seen</th>
           </tr>
-        ))}
-      </tbody>
-    </table>
+        </thead>
+        <tbody>
+          {props.rows.map((r) => (
+            <tr key={r.agent} data-agent-row={r.agent}>
+              <td>{r.agent}</td>
+              <td>{r.sessions}</td>
+              <td>{r.activeJobs}</td>
+              <td class="cmd">
+                <code>{r.lastCommand ?? ""}</code>
+              </td>
+              <td>{r.lastSeen ? time(r.lastSeen) : ""}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 
@@ -348,26 +350,28 @@ export function PolicyView(
             <RuleList kind="confirm" rules={r.confirm} />
           </div>
           {r.auto_answer.length > 0 && (
-            <table class="auto-answer" data-rules="auto_answer">
-              <thead>
-                <tr>
-                  <th>Prompt (regex)</th>
-                  <th>Answer</th>
-                </tr>
-              </thead>
-              <tbody>
-                {r.auto_answer.map((a, i) => (
-                  <tr key={i}>
-                    <td>
-                      <code>{a.prompt}</code>
-                    </td>
-                    <td>
-                      <code>{JSON.stringify(a.answer)}</code>
-                    </td>
+            <div class="table-scroll">
+              <table class="auto-answer" data-rules="auto_answer">
+                <thead>
+                  <tr>
+                    <th>Prompt (regex)</th>
+                    <th>Answer</th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
+                </thead>
+                <tbody>
+                  {r.auto_answer.map((a, i) => (
+                    <tr key={i}>
+                      <td>
+                        <code>{a.prompt}</code>
+                      </td>
+                      <td>
+                        <code>{JSON.stringify(a.answer)}</code>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
           )}
         </section>
       ))}

@@ -423,6 +423,67 @@ Deno.test({
       assert.match(text, /^hi-from-operator\s*$/m);
       await page.screenshot({ path: `${shots}/takeover.png` });
 
+      // Pause agent output (held keyboard only): POST …/pause, then …/resume-output, as
+      // `x-termada-operator: dashboard`.
+      const origin = new URL(url).origin;
+      const token = new URL(url).searchParams.get("token")!;
+      const probe = await fetch(`${origin}/api/sessions/${sid}/pause`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          "x-termada-operator": "someone-else",
+        },
+        body: "{}",
+      });
+      await probe.body?.cancel();
+      {
+        // Not the lease holder: refused (and the endpoint exists).
+        assert.equal(probe.status, 400);
+        const outputCalls: { path: string; op?: string; status?: number }[] = [];
+        page.on("response", (res) => {
+          const m = /\/api\/sessions\/[^/]+\/(pause|resume-output)$/.exec(res.url());
+          if (!m) return;
+          outputCalls.push({
+            path: m[1]!,
+            op: res.request().headers()["x-termada-operator"],
+            status: res.status(),
+          });
+        });
+        const pausedOnDaemon = async () => {
+          const res = await fetch(`${origin}/api/sessions`, {
+            headers: { authorization: `Bearer ${token}` },
+          });
+          const list = (await res.json()).sessions as {
+            session_id: string;
+            output_paused?: boolean;
+          }[];
+          return list.find((x) => x.session_id === sid)?.output_paused === true;
+        };
+        assert.equal(await pausedOnDaemon(), false);
+        await page.click(`${card} [data-pause-output]`);
+        await page.waitForSelector(`${card}[data-output-paused="true"]`, { timeout: 10_000 });
+        assert.match(
+          await page.$eval(`${card} [data-pause-output]`, (el) => el.textContent ?? ""),
+          /Resume agent output/,
+        );
+        assert.equal(await pausedOnDaemon(), true);
+        await page.screenshot({ path: `${shots}/takeover-output-paused.png` });
+        await page.click(`${card} [data-pause-output]`);
+        await page.waitForSelector(`${card}[data-output-paused="false"]`, { timeout: 10_000 });
+        assert.match(
+          await page.$eval(`${card} [data-pause-output]`, (el) => el.textContent ?? ""),
+          /Pause agent output/,
+        );
+        assert.equal(await pausedOnDaemon(), false);
+        assert.deepEqual(outputCalls, [
+          { path: "pause", op: "dashboard", status: 200 },
+          { path: "resume-output", op: "dashboard", status: 200 },
+        ]);
+        // Back into the terminal for the keyboard release below.
+        await page.click(`${card} .xterm`);
+      }
+
       // Release (from the keyboard: Shift+Escape leaves the terminal for the Release button).
       await page.keyboard.down("Shift");
       await page.keyboard.press("Escape");
@@ -477,6 +538,148 @@ Deno.test({
         await new Promise((res) => setTimeout(res, 100));
       }
       assert.equal(reloaded.output, "after-reload\n", JSON.stringify(reloaded));
+      assert.deepEqual(problems, []);
+    } finally {
+      const proc = browser?.process();
+      await browser?.close().catch(() => {});
+      try {
+        proc?.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+      await Deno.remove(profile, { recursive: true }).catch(() => {});
+      await Deno.remove(home, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name: "dashboard: phone-sized views fit; Deny sends a reason; Follow live on a 5th session",
+  ignore: !haveChromium,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const home = await tempHome();
+    await Deno.writeTextFile(
+      `${home}/config.yaml`,
+      `policies:\n  default:\n    confirm: ["touch *"]\napprovals:\n  confirm_timeout_ms: 60000\n`,
+    );
+    const profile = await Deno.makeTempDir({ prefix: "termada-chromium-" });
+    const shots = await Deno.makeTempDir({ prefix: "termada-shots-" });
+    await using daemon = await startDaemon(home);
+    const url = /Dashboard\s+(\S+)/.exec(daemon.stderr())?.[1];
+    assert.ok(url, daemon.stderr());
+    await using client = await stdioClient(home);
+    // Five sessions, each with its own output (the default one and four more).
+    const sids: string[] = [];
+    const first = await call(client, "exec_run", { command: ["echo sess-0-$((1+1))"] });
+    sids.push(String(first.session_id));
+    for (let i = 1; i < 5; i++) {
+      const s = await call(client, "session_create", {});
+      sids.push(String(s.session_id));
+      const r = await call(client, "exec_run", {
+        command: [`echo sess-${i}-$((1+1))`],
+        session: sids[i],
+      });
+      assert.equal(r.output, `sess-${i}-2\n`);
+    }
+    // A long line, so a terminal has more to show than a phone's width.
+    await call(client, "exec_run", {
+      command: ["printf 'x%.0s' {1..150}; echo"],
+      session: sids[0],
+    });
+
+    let browser: Browser | undefined;
+    try {
+      browser = await launchBrowser(profile);
+      const page = await browser.newPage();
+      const problems: string[] = [];
+      page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
+      page.on("console", (m) => {
+        if (m.type() === "error" && /script|eval/i.test(m.text())) problems.push(m.text());
+      });
+      await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true });
+      await page.goto(url, { waitUntil: "domcontentloaded" });
+      await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
+
+      // Follow live: 4 terminals stream, the 5th session offers "Follow live".
+      await page.waitForFunction(
+        `document.querySelectorAll("[data-session]").length === 5 && ` +
+          `document.querySelectorAll("[data-session] .xterm").length === 4`,
+        { timeout: 15_000 },
+      );
+      const paused = await page.$$eval(
+        "section.session.paused",
+        (els) => els.map((el) => el.getAttribute("data-session")),
+      );
+      assert.equal(paused.length, 1, paused.join(","));
+      const fifth = paused[0]!;
+      const fifthIdx = sids.indexOf(fifth);
+      assert.ok(fifthIdx >= 0, fifth);
+      assert.match(
+        await page.$eval(`[data-session="${fifth}"] button.follow`, (el) => el.textContent ?? ""),
+        /Follow live/,
+      );
+
+      // Phone width: every view fits (no page-level horizontal scroll).
+      const views = ["sessions", "approvals", "jobs", "activity", "agents", "policy"];
+      const fits = async (view: string) => {
+        await new Promise((r) => setTimeout(r, 300));
+        const w = await page.evaluate(
+          `({ doc: document.documentElement.scrollWidth, body: document.body.scrollWidth })`,
+        ) as { doc: number; body: number };
+        assert.ok(w.doc <= 390, `${view}: scrollWidth ${w.doc}`);
+        assert.ok(w.body <= 390, `${view}: body scrollWidth ${w.body}`);
+        await page.screenshot({ path: `${shots}/phone-${view}.png` });
+      };
+      for (const view of views) {
+        await page.click(`[data-tab="${view}"]`);
+        if (view === "jobs") {
+          await page.waitForSelector('[data-jobs="recent"] table', { timeout: 10_000 });
+        } else if (view === "agents") {
+          await page.waitForSelector("[data-agent-row]", { timeout: 10_000 });
+        } else if (view === "policy") {
+          await page.waitForSelector('[data-policy="default"]', { timeout: 10_000 });
+        }
+        await fits(view);
+      }
+      // Wide terminals scroll inside their card rather than widening the page.
+      await page.click('[data-tab="sessions"]');
+      const term = await page.$eval(
+        `[data-session="${sids[0]}"] .term`,
+        (el) => ({ client: el.clientWidth, scroll: el.scrollWidth }),
+      );
+      assert.ok(term.client <= 390, JSON.stringify(term));
+
+      // Follow live on the 5th: its output shows (it takes the slot of the longest-followed one).
+      await page.click(`[data-session="${fifth}"] button.follow`);
+      await page.waitForFunction(
+        `(document.querySelector('[data-session="${fifth}"] .xterm-rows')?.textContent ?? "")` +
+          `.includes("sess-${fifthIdx}-2")`,
+        { timeout: 15_000 },
+      );
+      assert.equal(await page.$$eval("[data-session] .xterm", (els) => els.length), 4);
+      assert.equal(await page.$$eval("section.session.paused", (els) => els.length), 1);
+      await page.screenshot({ path: `${shots}/phone-follow-live.png` });
+
+      // Deny with a reason: the agent's job ends as denied with that reason.
+      const parked = await call(client, "exec_run", {
+        command: [`touch ${profile}/denied-from-dashboard`],
+        session: sids[1],
+      });
+      assert.equal(parked.status, "pending_approval");
+      const apr = String(parked.approval_id);
+      await page.click('[data-tab="approvals"]');
+      const item = `[data-approval="${apr}"]`;
+      await page.waitForSelector(`${item} button.deny`, { visible: true, timeout: 10_000 });
+      await page.type(`${item} input[data-reason]`, "not on a phone please");
+      await fits("approvals-reason");
+      await page.click(`${item} button.deny`);
+      const done = await call(client, "exec_wait", { job_id: parked.job_id, timeout_ms: 10_000 });
+      assert.equal(done.status, "denied", JSON.stringify(done));
+      assert.match(String(done.reason), /not on a phone please/);
+      assert.throws(() => Deno.statSync(`${profile}/denied-from-dashboard`));
+      await page.waitForFunction(`!document.querySelector('${item}')`, { timeout: 10_000 });
       assert.deepEqual(problems, []);
     } finally {
       const proc = browser?.process();

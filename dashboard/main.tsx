@@ -19,9 +19,11 @@ import {
   type FeedEvent,
   isActive,
   type JobInfo,
+  type JobOutputPage,
   JobsView,
   type PolicyInfo,
   PolicyView,
+  type VerifyInfo,
 } from "./views.tsx";
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
@@ -71,6 +73,19 @@ async function api<T>(token: string, path: string, init: RequestInit = {}): Prom
   return body as T;
 }
 
+/** An agent's sessions by workspace label (labelled groups first, sorted; unlabelled last). */
+function byWorkspace(list: SessionInfo[]): [string | undefined, SessionInfo[]][] {
+  const groups = new Map<string | undefined, SessionInfo[]>();
+  for (const s of list) {
+    const g = groups.get(s.workspace) ?? [];
+    g.push(s);
+    groups.set(s.workspace, g);
+  }
+  return [...groups.entries()].sort(([a], [b]) =>
+    a === undefined ? 1 : b === undefined ? -1 : a.localeCompare(b)
+  );
+}
+
 function App(props: { token: string }): preact.JSX.Element {
   const { token } = props;
   const [conn, setConn] = useState<Conn>("reconnecting");
@@ -90,6 +105,7 @@ function App(props: { token: string }): preact.JSX.Element {
   const [reasons, setReasons] = useState<Record<string, string>>({});
   const [policy, setPolicy] = useState<PolicyInfo | undefined>();
   const [policyError, setPolicyError] = useState<string | undefined>();
+  const [verify, setVerify] = useState<VerifyInfo | undefined>();
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
 
   const refresh = useCallback(async () => {
@@ -222,6 +238,19 @@ function App(props: { token: string }): preact.JSX.Element {
     };
   }, [tab, token]);
 
+  // The audit chain is verified when Activity opens (and again on each visit).
+  useEffect(() => {
+    if (tab !== "activity") return;
+    let live = true;
+    api<Record<string, unknown>>(token, "/api/audit/verify").then(
+      (v) => live && setVerify({ result: v }),
+      (err) => live && setVerify({ error: (err as Error).message }),
+    );
+    return () => {
+      live = false;
+    };
+  }, [tab, token]);
+
   // Keep the followed set to open sessions; fill free slots in display order.
   useEffect(() => {
     setFollowed((f) => {
@@ -300,15 +329,20 @@ function App(props: { token: string }): preact.JSX.Element {
         {agents.map((agent) => (
           <section class="agent" key={agent} data-agent={agent}>
             <h2>{agent}</h2>
-            {byAgent.get(agent)!.map((s) => (
-              <SessionCard
-                key={s.session_id}
-                session={s}
-                token={token}
-                live={followed.includes(s.session_id)}
-                onFollow={() => follow(s.session_id)}
-                onLease={soon}
-              />
+            {byWorkspace(byAgent.get(agent)!).map(([ws, list]) => (
+              <div class="workspace" key={ws ?? ""} data-workspace={ws ?? ""}>
+                {ws !== undefined && <h3 class="ws-label">{ws}</h3>}
+                {list.map((s) => (
+                  <SessionCard
+                    key={s.session_id}
+                    session={s}
+                    token={token}
+                    live={followed.includes(s.session_id)}
+                    onFollow={() => follow(s.session_id)}
+                    onLease={soon}
+                  />
+                ))}
+              </div>
             ))}
           </section>
         ))}
@@ -359,10 +393,21 @@ function App(props: { token: string }): preact.JSX.Element {
         </ul>
       </main>
       <main hidden={tab !== "jobs"} class="jobs-view">
-        <JobsView jobs={jobs} busy={busy} onKill={(job) => setConfirm({ kind: "kill", job })} />
+        <JobsView
+          jobs={jobs}
+          busy={busy}
+          onKill={(job) => setConfirm({ kind: "kill", job })}
+          loadOutput={(id, cursor) =>
+            api<JobOutputPage>(
+              token,
+              `/api/jobs/${encodeURIComponent(id)}/output${
+                cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""
+              }`,
+            )}
+        />
       </main>
       <main hidden={tab !== "activity"} class="activity">
-        <ActivityView events={events} />
+        <ActivityView events={events} verify={verify} />
       </main>
       <main hidden={tab !== "agents"} class="agents-view">
         <AgentsView rows={agentRows(sessions, jobs, events)} />

@@ -18,6 +18,8 @@ export interface SessionInfo {
   rows: number;
   created_at: string;
   current_job_id?: string;
+  /** The workspace label the session was opened with, when set. */
+  workspace?: string;
   /** The lease holder paused what agents read from the session's job. */
   output_paused?: boolean;
 }
@@ -205,6 +207,9 @@ function SessionTerminal(
   const [outPaused, setOutPaused] = useState(false);
   const [opError, setOpError] = useState<string | undefined>();
   const { session_id, cols, rows } = props.session;
+  // The size the terminal opens with; later changes resize the live xterm (no reconnect).
+  const sizeRef = useRef({ cols, rows });
+  sizeRef.current = { cols, rows };
 
   const linkRef = useRef<OperatorLink | undefined>(undefined);
   const setHolding = (v: boolean) => {
@@ -243,8 +248,8 @@ function SessionTerminal(
     const el = host.current;
     if (!el) return;
     const term = new Terminal({
-      cols: Math.max(2, cols),
-      rows: Math.max(1, rows),
+      cols: Math.max(2, sizeRef.current.cols),
+      rows: Math.max(1, sizeRef.current.rows),
       disableStdin: !heldRef.current,
       convertEol: false,
       scrollback: 5000,
@@ -292,7 +297,15 @@ function SessionTerminal(
       term.dispose();
       unmirror();
     };
-  }, [session_id, cols, rows, props.token]);
+  }, [session_id, props.token]);
+
+  // `/api/sessions` reported a new size (an agent resized the session): follow it.
+  useEffect(() => {
+    const term = termRef.current;
+    const c = Math.max(2, cols);
+    const r = Math.max(1, rows);
+    if (term && (term.cols !== c || term.rows !== r)) term.resize(c, r);
+  }, [cols, rows]);
 
   const takeover = async () => {
     const link = linkRef.current;

@@ -22,6 +22,27 @@ export interface JobInfo {
   duration_ms?: number;
 }
 
+/** `GET /api/jobs/:id/output`: one page of a job's cleaned output. */
+export interface JobOutputPage {
+  job_id: string;
+  owner: string;
+  status: string;
+  output: string;
+  next_cursor: string;
+  has_more: boolean;
+  gap?: { from_offset: number; to_offset: number; dropped_bytes: number };
+}
+
+/** The audit chain check (`GET /api/audit/verify`), or why it could not run. */
+export interface VerifyInfo {
+  result?: {
+    ok?: unknown;
+    records?: unknown;
+    firstBroken?: { seq?: number | null; segment?: string; reason?: string };
+  };
+  error?: string;
+}
+
 export interface FeedEvent {
   id: number;
   time: string;
@@ -79,16 +100,103 @@ export function Confirm(props: {
   );
 }
 
+/** One job's output, read page by page ("Load more" follows `next_cursor`). */
+export function JobOutput(props: {
+  job: JobInfo;
+  load: (id: string, cursor?: string) => Promise<JobOutputPage>;
+  onClose: () => void;
+}): preact.JSX.Element {
+  const id = props.job.job_id;
+  const [text, setText] = useState("");
+  const [next, setNext] = useState<string | undefined>();
+  const [more, setMore] = useState(false);
+  const [status, setStatus] = useState(props.job.status);
+  const [loading, setLoading] = useState(false);
+  const [error, setError] = useState<string | undefined>();
+  const gen = useRef(0);
+  const page = async (cursor: string | undefined, reset: boolean) => {
+    const mine = ++gen.current;
+    setLoading(true);
+    try {
+      const p = await props.load(id, cursor);
+      if (mine !== gen.current) return;
+      const gap = p.gap ? `[… ${p.gap.dropped_bytes} earlier bytes dropped …]\n` : "";
+      setText((t) => (reset ? "" : t) + gap + p.output);
+      setNext(p.next_cursor);
+      setMore(p.has_more);
+      setStatus(p.status);
+      setError(undefined);
+    } catch (err) {
+      if (mine === gen.current) setError((err as Error).message);
+    } finally {
+      if (mine === gen.current) setLoading(false);
+    }
+  };
+  useEffect(() => {
+    setText("");
+    setNext(undefined);
+    page(undefined, true);
+  }, [id]);
+  return (
+    <section class="job-output" data-job-output={id} aria-label={`Output of job ${id}`}>
+      <header>
+        <h2>
+          Output of <span class="mono">{id}</span>
+        </h2>
+        <span class={`badge st-${status}`}>{status}</span>
+        <span class="cmd">
+          <code>{props.job.command.join(" ")}</code>
+        </span>
+        <button type="button" data-close-output onClick={props.onClose}>Close</button>
+      </header>
+      {error && <p class="error" role="alert">{error}</p>}
+      <pre class="output" data-output>{text || (loading ? "Loading…" : "(no output yet)")}</pre>
+      <div class="actions">
+        <button
+          type="button"
+          data-load-more
+          disabled={loading || next === undefined}
+          onClick={() => page(next, false)}
+        >
+          {more ? "Load more" : "Check for new output"}
+        </button>
+      </div>
+    </section>
+  );
+}
+
 export function JobsView(props: {
   jobs: JobInfo[];
   busy: Record<string, boolean>;
   onKill: (job: JobInfo) => void;
+  loadOutput: (id: string, cursor?: string) => Promise<JobOutputPage>;
 }): preact.JSX.Element {
+  const [open, setOpen] = useState<string | undefined>();
   const active = props.jobs.filter(isActive);
   const recent = props.jobs.filter((j) => !isActive(j));
+  const opened = props.jobs.find((j) => j.job_id === open);
   const row = (j: JobInfo) => (
-    <tr key={j.job_id} data-job={j.job_id} data-status={j.status}>
-      <td class="mono">{j.job_id}</td>
+    <tr
+      key={j.job_id}
+      data-job={j.job_id}
+      data-status={j.status}
+      class={`openable ${open === j.job_id ? "open" : ""}`}
+      onClick={(e) => {
+        if ((e.target as HTMLElement).closest("button")) return;
+        setOpen(j.job_id);
+      }}
+    >
+      <td class="mono">
+        <button
+          type="button"
+          class="link"
+          data-open-job={j.job_id}
+          aria-label={`Show output of job ${j.job_id}`}
+          onClick={() => setOpen(j.job_id)}
+        >
+          {j.job_id}
+        </button>
+      </td>
       <td>{j.owner}</td>
       <td class="mono">{j.session_id}</td>
       <td class="cmd">
@@ -136,6 +244,14 @@ export function JobsView(props: {
     );
   return (
     <>
+      {opened && (
+        <JobOutput
+          key={opened.job_id}
+          job={opened}
+          load={props.loadOutput}
+          onClose={() => setOpen(undefined)}
+        />
+      )}
       <h2>Active</h2>
       <div class="table-scroll" data-jobs="active">{table(active, "No active jobs.")}</div>
       <h2>Recent</h2>
@@ -170,11 +286,41 @@ function summary(e: FeedEvent): string {
   return parts.join(" · ");
 }
 
-export function ActivityView(props: { events: FeedEvent[] }): preact.JSX.Element {
+/** The audit chain's state: verified (with the record count), broken (where), or unknown. */
+export function VerifyBadge(props: { verify: VerifyInfo | undefined }): preact.JSX.Element {
+  const v = props.verify;
+  if (!v) return <p class="verify" data-verify="checking">checking the audit chain…</p>;
+  if (v.error || !v.result) {
+    return <p class="verify unknown" data-verify="unknown">audit chain: {v.error ?? "unknown"}</p>;
+  }
+  const r = v.result;
+  if (r.ok === true) {
+    return (
+      <p class="verify ok" data-verify="ok">
+        <span class="badge">chain verified: {String(r.records ?? 0)} records</span>
+      </p>
+    );
+  }
+  const b = r.firstBroken;
+  return (
+    <p class="verify broken" data-verify="broken" role="alert">
+      <span class="badge">
+        BROKEN at seq {b?.seq ?? "?"}
+        {b?.segment ? ` (${b.segment})` : ""}
+      </span>{" "}
+      {b?.reason ?? ""}
+    </p>
+  );
+}
+
+export function ActivityView(
+  props: { events: FeedEvent[]; verify?: VerifyInfo },
+): preact.JSX.Element {
   const [filter, setFilter] = useState<Filter>("all");
   const shown = props.events.filter((e) => filter === "all" || categoryOf(e) === filter);
   return (
     <>
+      <VerifyBadge verify={props.verify} />
       <div class="filters" role="group" aria-label="Filter events">
         {FILTERS.map((f) => (
           <button

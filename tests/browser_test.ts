@@ -197,6 +197,8 @@ agents:
     const url = /Dashboard\s+(\S+)/.exec(daemon.stderr())?.[1];
     assert.ok(url, daemon.stderr());
     await using client = await stdioClient(home);
+    const echoed = await call(client, "exec_run", { command: ["echo job-view-$((5*9))"] });
+    const echoId = String(echoed.job_id);
     const started = await call(client, "exec_start", { command: ["sleep 300"] });
     const jobId = String(started.job_id);
     assert.equal(started.status, "running");
@@ -221,6 +223,16 @@ agents:
       assert.match(await page.$eval(row, (el) => el.textContent ?? ""), /sleep 300/);
       assert.equal(await page.$eval(row, (el) => el.getAttribute("data-status")), "running");
       await page.screenshot({ path: `${shots}/jobs.png` });
+
+      // A job's output: clicking the agent's finished echo opens its output page.
+      await page.click(`[data-jobs="recent"] [data-open-job="${echoId}"]`);
+      await page.waitForFunction(
+        `document.querySelector('[data-job-output="${echoId}"] [data-output]')` +
+          `?.textContent.includes("job-view-45")`,
+        { timeout: 10_000 },
+      );
+      await page.screenshot({ path: `${shots}/job-output.png` });
+      await page.click(`[data-job-output="${echoId}"] [data-close-output]`);
 
       // Agents: the agent is listed with its last command.
       await page.click('[data-tab="agents"]');
@@ -296,6 +308,12 @@ agents:
       );
       await page.click('[data-tab="activity"]');
       await page.waitForSelector('.activity [data-event="stop_all"]', { timeout: 10_000 });
+      // The audit chain's check: verified, with a record count.
+      await page.waitForSelector('.activity [data-verify="ok"]', { timeout: 10_000 });
+      assert.match(
+        await page.$eval('.activity [data-verify="ok"]', (el) => el.textContent ?? ""),
+        /chain verified: [1-9]\d* records/,
+      );
       await page.click('[data-filter="attention"]');
       const types = await page.$$eval(
         ".activity [data-event]",

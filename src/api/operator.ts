@@ -226,6 +226,33 @@ export function operatorRoutes(
     return c.json({ jobs: engine.allJobs(limit) });
   });
 
+  // One job's output (any agent's), a page at a time: the same page an agent's exec_poll gets
+  // (`output`, `next_cursor`, `has_more`, `gap` when bytes were dropped, `status`). Read-only.
+  api.get("/jobs/:id/output", async (c) => {
+    try {
+      const job = engine.anyJob(c.req.param("id"));
+      const cursor = c.req.query("cursor");
+      const rawMax = c.req.query("max_bytes");
+      const maxBytes = rawMax === undefined || rawMax === "" ? undefined : Number(rawMax);
+      const v = await engine.poll(job.owner, {
+        job_id: job.job_id,
+        ...(cursor === undefined || cursor === "" ? {} : { cursor }),
+        ...(maxBytes === undefined ? {} : { max_bytes: maxBytes }),
+      });
+      return c.json({
+        job_id: v.job_id,
+        owner: job.owner,
+        status: v.status,
+        output: v.output,
+        next_cursor: v.next_cursor,
+        has_more: v.has_more,
+        ...(v.gap === undefined ? {} : { gap: v.gap }),
+      });
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
+
   // An operator stops one job of any agent: audited before it acts, then the engine's stop path.
   api.post("/jobs/:id/kill", async (c) => {
     try {

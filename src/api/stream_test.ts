@@ -281,3 +281,35 @@ Deno.test("takeover over the API: agents wait, the operator types, release hands
   assert.equal((await e.run("alice", { command: ["echo", "back"] })).output, "back\n");
   assert.ok(h.bus.since().events.some((ev) => ev.type === "session.takeover"));
 });
+
+Deno.test("an operator reads any agent's job output a page at a time", async () => {
+  await using h = await setup();
+  const r = await h.te.engine.run("alice", { command: ["printf", "line-one\\nline-two\\n"] });
+  const first = await h.get(`/api/jobs/${r.job_id}/output?max_bytes=9`);
+  assert.equal(first.status, 200);
+  const p1 = await first.json();
+  assert.equal(p1.owner, "alice");
+  assert.equal(p1.status, "exited");
+  assert.equal(p1.has_more, true);
+  assert.equal(typeof p1.next_cursor, "string");
+  const second = await h.get(
+    `/api/jobs/${r.job_id}/output?cursor=${encodeURIComponent(p1.next_cursor)}`,
+  );
+  const p2 = await second.json();
+  assert.equal(p2.has_more, false);
+  assert.equal(p1.output + p2.output, "line-one\nline-two\n");
+  const bad = await h.get(`/api/jobs/${r.job_id}/output?cursor=not-a-cursor`);
+  assert.equal(bad.status, 400);
+  await bad.body?.cancel();
+  const badMax = await h.get(`/api/jobs/${r.job_id}/output?max_bytes=zero`);
+  assert.equal(badMax.status, 400);
+  await badMax.body?.cancel();
+  const missing = await h.get(`/api/jobs/job_nope/output`);
+  assert.equal(missing.status, 404);
+  await missing.body?.cancel();
+  const anon = await h.app.app.fetch(new Request(`http://termada/api/jobs/${r.job_id}/output`), {
+    listener: "unix",
+  });
+  assert.equal(anon.status, 401);
+  await anon.body?.cancel();
+});

@@ -107,6 +107,8 @@ function App(props: { token: string }): preact.JSX.Element {
   const [policyError, setPolicyError] = useState<string | undefined>();
   const [verify, setVerify] = useState<VerifyInfo | undefined>();
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  // When the lists were last refreshed (shown while the events stream is not live).
+  const [updatedAt, setUpdatedAt] = useState<Date | undefined>();
 
   const refresh = useCallback(async () => {
     try {
@@ -120,6 +122,7 @@ function App(props: { token: string }): preact.JSX.Element {
       setApprovals(a.approvals);
       setJobs(j.jobs);
       setStatus(st);
+      setUpdatedAt(new Date());
       setError(undefined);
     } catch (err) {
       setError(String((err as Error).message ?? err));
@@ -274,6 +277,17 @@ function App(props: { token: string }): preact.JSX.Element {
   }
   const agents = [...byAgent.keys()].sort();
   const activeJobs = jobs.filter(isActive).length;
+  // Not live: the lists are whatever the last refresh saw; say so (and dim the views).
+  const stale = conn !== "live";
+  const staleText = updatedAt
+    ? `stale data — last update ${updatedAt.toLocaleTimeString([], { hour12: false })}`
+    : "no data yet";
+  const staleNote = stale && (
+    <p class="stale-note" data-stale-note>
+      The event stream is {conn}: this view may be out of date ({staleText}).
+    </p>
+  );
+  const viewClass = (name: string) => `${name}${stale ? " stale" : ""}`;
   const tabButton = (t: Tab, label: string, count?: preact.JSX.Element) => (
     <button
       type="button"
@@ -293,6 +307,7 @@ function App(props: { token: string }): preact.JSX.Element {
       <header class="top">
         <h1>Termada</h1>
         <span class={`conn ${conn}`} data-conn={conn}>{conn}</span>
+        {stale && <span class="stale-badge" data-stale role="status">{staleText}</span>}
         <span class={`barrier ${status.stopped ? "on" : ""}`} data-barrier={String(status.stopped)}>
           {status.stopped
             ? `stopped until ${new Date(status.barrier_until ?? "").toLocaleTimeString()}`
@@ -324,7 +339,8 @@ function App(props: { token: string }): preact.JSX.Element {
         </nav>
       </header>
       {error && <p class="error" role="alert">{error}</p>}
-      <main hidden={tab !== "sessions"} class="sessions">
+      <main hidden={tab !== "sessions"} class={viewClass("sessions")} data-stale={String(stale)}>
+        {staleNote}
         {agents.length === 0 && <p class="empty">No open sessions.</p>}
         {agents.map((agent) => (
           <section class="agent" key={agent} data-agent={agent}>
@@ -347,7 +363,8 @@ function App(props: { token: string }): preact.JSX.Element {
           </section>
         ))}
       </main>
-      <main hidden={tab !== "approvals"} class="approvals">
+      <main hidden={tab !== "approvals"} class={viewClass("approvals")} data-stale={String(stale)}>
+        {staleNote}
         {approvals.length === 0 && <p class="empty">No approvals waiting.</p>}
         <ul>
           {approvals.map((a) => (
@@ -392,7 +409,8 @@ function App(props: { token: string }): preact.JSX.Element {
           ))}
         </ul>
       </main>
-      <main hidden={tab !== "jobs"} class="jobs-view">
+      <main hidden={tab !== "jobs"} class={viewClass("jobs-view")} data-stale={String(stale)}>
+        {staleNote}
         <JobsView
           jobs={jobs}
           busy={busy}
@@ -406,13 +424,16 @@ function App(props: { token: string }): preact.JSX.Element {
             )}
         />
       </main>
-      <main hidden={tab !== "activity"} class="activity">
+      <main hidden={tab !== "activity"} class={viewClass("activity")} data-stale={String(stale)}>
+        {staleNote}
         <ActivityView events={events} verify={verify} />
       </main>
-      <main hidden={tab !== "agents"} class="agents-view">
+      <main hidden={tab !== "agents"} class={viewClass("agents-view")} data-stale={String(stale)}>
+        {staleNote}
         <AgentsView rows={agentRows(sessions, jobs, events)} />
       </main>
-      <main hidden={tab !== "policy"} class="policy-view">
+      <main hidden={tab !== "policy"} class={viewClass("policy-view")} data-stale={String(stale)}>
+        {staleNote}
         <PolicyView policy={policy} error={policyError} />
       </main>
       <Confirm

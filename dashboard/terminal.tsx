@@ -206,6 +206,8 @@ function SessionTerminal(
   // Agents' output held back (only while this page holds the keyboard; a release resumes it).
   const [outPaused, setOutPaused] = useState(false);
   const [opError, setOpError] = useState<string | undefined>();
+  // The live xterm's size (exposed as data-cols / data-rows on the terminal element).
+  const [termSize, setTermSize] = useState<{ cols: number; rows: number } | undefined>();
   const { session_id, cols, rows } = props.session;
   // The size the terminal opens with; later changes resize the live xterm (no reconnect).
   const sizeRef = useRef({ cols, rows });
@@ -257,6 +259,8 @@ function SessionTerminal(
       cursorBlink: false,
     });
     termRef.current = term;
+    setTermSize({ cols: term.cols, rows: term.rows });
+    const sized = term.onResize((sz) => setTermSize({ cols: sz.cols, rows: sz.rows }));
     const unmirror = mirrorStyles(el);
     term.open(el);
     // While taken over, keys go to the session; Shift+Escape leaves the terminal (Tab is the
@@ -293,6 +297,7 @@ function SessionTerminal(
     return () => {
       abort.abort();
       onData.dispose();
+      sized.dispose();
       if (termRef.current === term) termRef.current = undefined;
       term.dispose();
       unmirror();
@@ -426,7 +431,7 @@ function SessionTerminal(
           : null}
         {opError ? <span class="op-error">{opError}</span> : null}
       </p>
-      <div class="term" ref={host} />
+      <div class="term" ref={host} data-cols={termSize?.cols} data-rows={termSize?.rows} />
     </section>
   );
 }

@@ -132,9 +132,43 @@ Deno.test({
       );
       await page.click("nav button:nth-child(1)");
 
+      // Resize over the operator API: the page's xterm follows (rows in the DOM, data attrs).
+      const resized = await fetch(
+        `http://127.0.0.1:${daemon.port}/api/sessions/${r.session_id}/resize`,
+        {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify({ cols: 100, rows: 13 }),
+        },
+      );
+      assert.equal(resized.status, 200);
+      assert.deepEqual(await resized.json(), { ok: true, cols: 100, rows: 13 });
+      const term = `[data-session="${r.session_id}"] .term`;
+      await page.waitForFunction(
+        `document.querySelector('${term}')?.getAttribute("data-rows") === "13" && ` +
+          `document.querySelector('${term}')?.getAttribute("data-cols") === "100" && ` +
+          `document.querySelector('${term} .xterm-rows')?.children.length === 13`,
+        { timeout: 15_000 },
+      );
+
       await page.screenshot({ path: `${shots}/dashboard.png` });
       assert.ok(Deno.statSync(`${shots}/dashboard.png`).size > 1000);
       assert.deepEqual(problems, []);
+
+      // Not live any more (the daemon stops): the header and the views say the data is stale.
+      assert.equal(await page.$(".stale-badge"), null);
+      await daemon.stop();
+      await page.waitForFunction(
+        `/^stale data — last update \\d\\d:\\d\\d:\\d\\d$/.test(` +
+          `document.querySelector(".stale-badge")?.textContent ?? "") && ` +
+          `document.querySelector("main.sessions")?.classList.contains("stale") && ` +
+          `!!document.querySelector("main.sessions [data-stale-note]")`,
+        { timeout: 15_000 },
+      );
+      assert.notEqual(
+        await page.$eval("[data-conn]", (el) => el.getAttribute("data-conn")),
+        "live",
+      );
     } finally {
       const proc = browser?.process();
       await browser?.close().catch(() => {});

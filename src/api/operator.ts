@@ -200,6 +200,26 @@ export function operatorRoutes(
       return fail(c, err);
     }
   });
+  // Resize: the session's PTY (and so the agent's `stty size`) follows; audited first.
+  api.post("/sessions/:id/resize", async (c) => {
+    try {
+      const op = operatorOf(c);
+      const b = await body(c);
+      const { cols, rows } = b;
+      if (typeof cols !== "number" || !Number.isInteger(cols) || cols < 10 || cols > 1000) {
+        throw new TermadaError("INVALID_ARGUMENT", '"cols" must be an integer from 10 to 1000');
+      }
+      if (typeof rows !== "number" || !Number.isInteger(rows) || rows < 2 || rows > 500) {
+        throw new TermadaError("INVALID_ARGUMENT", '"rows" must be an integer from 2 to 500');
+      }
+      const id = c.req.param("id");
+      const s = engine.anySession(id);
+      gateway.record(op, "session.resized", { session_id: id, cols, rows });
+      return c.json(engine.resizeSession(s.owner, { session_id: id, cols, rows }));
+    } catch (err) {
+      return fail(c, err);
+    }
+  });
   api.post("/sessions/:id/input", async (c) => {
     try {
       const op = operatorOf(c);

@@ -282,6 +282,48 @@ Deno.test("takeover over the API: agents wait, the operator types, release hands
   assert.ok(h.bus.since().events.some((ev) => ev.type === "session.takeover"));
 });
 
+Deno.test("an operator resizes any session: audited, bad sizes refused, stty follows", async () => {
+  await using h = await setup();
+  const e = h.te.engine;
+  const r = await e.run("alice", { command: ["echo", "ready"] });
+  const post = (path: string, body?: unknown) =>
+    h.app.app.fetch(
+      new Request(`http://termada${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "x-termada-operator": "dash" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }),
+      { listener: "unix" },
+    );
+  for (
+    const bad of [
+      { cols: 9, rows: 20 },
+      { cols: 80, rows: 1 },
+      { cols: 1001, rows: 20 },
+      {
+        cols: 80,
+        rows: 501,
+      },
+      { cols: "80", rows: 20 },
+      {},
+    ]
+  ) {
+    const res = await post(`/api/sessions/${r.session_id}/resize`, bad);
+    assert.equal(res.status, 400, JSON.stringify(bad));
+    await res.body?.cancel();
+  }
+  const missing = await post(`/api/sessions/nope/resize`, { cols: 80, rows: 20 });
+  assert.equal(missing.status, 404);
+  await missing.body?.cancel();
+  const ok = await post(`/api/sessions/${r.session_id}/resize`, { cols: 123, rows: 45 });
+  assert.equal(ok.status, 200);
+  assert.deepEqual(await ok.json(), { ok: true, cols: 123, rows: 45 });
+  const ev = h.bus.since().events.find((x) => x.type === "session.resized");
+  assert.ok(ev, "audited");
+  const stty = await e.run("alice", { session_id: r.session_id, command: ["stty", "size"] });
+  assert.equal(stty.output.trim(), "45 123");
+});
+
 Deno.test("an operator reads any agent's job output a page at a time", async () => {
   await using h = await setup();
   const r = await h.te.engine.run("alice", { command: ["printf", "line-one\\nline-two\\n"] });

@@ -107,6 +107,8 @@ function App(props: { token: string }): preact.JSX.Element {
   const [policyError, setPolicyError] = useState<string | undefined>();
   const [verify, setVerify] = useState<VerifyInfo | undefined>();
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const barrierTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const refreshRef = useRef<() => void>(() => {});
   // When the lists were last refreshed (shown while the events stream is not live).
   const [updatedAt, setUpdatedAt] = useState<Date | undefined>();
 
@@ -122,12 +124,23 @@ function App(props: { token: string }): preact.JSX.Element {
       setApprovals(a.approvals);
       setJobs(j.jobs);
       setStatus(st);
+      // The barrier ends without an event: refresh once when it is due (a timer, not a poll).
+      clearTimeout(barrierTimer.current);
+      if (st?.stopped && st.barrier_until) {
+        const due = Date.parse(st.barrier_until) - Date.now() + 250;
+        if (due > 0 && due < 2 ** 31) {
+          barrierTimer.current = setTimeout(() => refreshRef.current(), due);
+        }
+      }
       setUpdatedAt(new Date());
       setError(undefined);
     } catch (err) {
       setError(String((err as Error).message ?? err));
     }
   }, [token]);
+
+  refreshRef.current = refresh;
+  useEffect(() => () => clearTimeout(barrierTimer.current), []);
 
   const soon = useCallback(() => {
     clearTimeout(timer.current);
@@ -151,7 +164,10 @@ function App(props: { token: string }): preact.JSX.Element {
         } else if (s !== "ended") setConn("reconnecting");
       },
       onMessage: (m) => {
-        if (m.event === "resync" || /^(session|approval|job|stop_all)/.test(m.event)) soon();
+        if (
+          m.event === "resync" ||
+          /^(session|approval|job|stop_all|agent|admission|policy|input|operator)/.test(m.event)
+        ) soon();
         if (m.event === "resync") return;
         let e: FeedEvent;
         try {
@@ -165,11 +181,9 @@ function App(props: { token: string }): preact.JSX.Element {
         );
       },
     }, abort.signal);
-    // A slow poll as a safety net (cheap: two small JSON lists).
-    const poll = setInterval(refresh, 10_000);
+    // No polling: lists refresh on events (and when the stream comes back live).
     return () => {
       abort.abort();
-      clearInterval(poll);
       clearTimeout(timer.current);
     };
   }, [token, refresh, soon]);

@@ -626,19 +626,7 @@ export class Engine {
   }
 
   #anySummary(j: Job): JobSummary & { owner: string } {
-    return {
-      owner: j.owner,
-      job_id: j.id,
-      session_id: j.sessionId,
-      command: [...j.command],
-      mode: j.mode,
-      status: j.status,
-      ...(j.exitCode === undefined ? {} : { exit_code: j.exitCode }),
-      ...(j.signal === undefined ? {} : { signal: j.signal }),
-      started_at: new Date(j.startedAt).toISOString(),
-      duration_ms: j.durationMs,
-      ...(j.cwd === undefined ? {} : { cwd: j.cwd }),
-    };
+    return { owner: j.owner, ...summarize(j) };
   }
 
   listJobs(owner: string, input: unknown = {}): { jobs: JobSummary[] } {
@@ -652,18 +640,7 @@ export class Engine {
       if (j.owner !== owner) continue;
       if (filter === "active" && j.final) continue;
       if (filter === "recent" && j.final && now - j.startedAt > RECENT_MS) continue;
-      jobs.push({
-        job_id: j.id,
-        session_id: j.sessionId,
-        command: [...j.command],
-        mode: j.mode,
-        status: j.status,
-        ...(j.exitCode === undefined ? {} : { exit_code: j.exitCode }),
-        ...(j.signal === undefined ? {} : { signal: j.signal }),
-        started_at: new Date(j.startedAt).toISOString(),
-        duration_ms: j.durationMs,
-        ...(j.cwd === undefined ? {} : { cwd: j.cwd }),
-      });
+      jobs.push(summarize(j));
     }
     if (this.#hooks.listJobs && jobs.length < limit) {
       const seen = new Set(jobs.map((j) => j.job_id));
@@ -1280,6 +1257,31 @@ export class Engine {
 }
 
 /** Environment for shells: the given base (or ours), minus Termada's own secrets. */
+/** A job as exec_list shows it. */
+function summarize(j: Job): JobSummary {
+  return {
+    job_id: j.id,
+    session_id: j.sessionId,
+    command: [...j.command],
+    mode: j.mode,
+    status: j.status,
+    ...(j.exitCode === undefined ? {} : { exit_code: j.exitCode }),
+    ...(j.signal === undefined ? {} : { signal: j.signal }),
+    started_at: new Date(j.startedAt).toISOString(),
+    duration_ms: j.durationMs,
+    ...(j.cwd === undefined ? {} : { cwd: j.cwd }),
+  };
+}
+
+function assertNotHeldByOther(s: Session, operator: string): void {
+  if (s.lease && s.lease.operator !== operator) {
+    throw new TermadaError(
+      "SESSION_BUSY",
+      `Operator "${s.lease.operator}" holds session "${s.id}"`,
+    );
+  }
+}
+
 function operatorHolds(sessionId: string): TermadaError {
   return new TermadaError(
     "SESSION_BUSY",

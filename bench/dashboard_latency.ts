@@ -5,11 +5,10 @@
  * terminal's DOM rows (10 ms input batching, the POST, the PTY echo, the SSE stream and xterm.js
  * rendering included). Also the bundle size. Skipped when /usr/bin/chromium is missing.
  */
-import puppeteer from "puppeteer-core";
 import type { Browser } from "puppeteer-core";
 import { call, startDaemon, stdioClient, tempHome } from "../tests/_daemon.ts";
+import { CHROMIUM, closeBrowser, haveChromium, launchBrowser } from "../tests/_browser.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 const APP_JS = new URL("../dashboard/dist/app.js", import.meta.url);
 
 function pct(samples: number[], p: number): number {
@@ -31,9 +30,7 @@ export async function dashboardLatency(quick: boolean): Promise<string[]> {
       ((await gzipSize(js)) / 1024).toFixed(1)
     } KiB`,
   );
-  try {
-    if (!Deno.statSync(CHROMIUM).isFile) throw new Error("not a file");
-  } catch {
+  if (!haveChromium()) {
     lines.push(`(g) keystroke-to-echo latency: skipped (${CHROMIUM} is missing)`);
     return lines;
   }
@@ -48,20 +45,7 @@ export async function dashboardLatency(quick: boolean): Promise<string[]> {
     await using client = await stdioClient(home);
     const r = await call(client, "exec_run", { command: ["echo bench-ready"] });
     const card = `[data-session="${r.session_id}"]`;
-    browser = await puppeteer.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      userDataDir: profile,
-      args: [
-        "--no-sandbox",
-        "--headless",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    browser = await launchBrowser(profile);
     const page = await browser.newPage();
     await page.setViewport({ width: 1280, height: 800 });
     await page.goto(url, { waitUntil: "domcontentloaded" });
@@ -124,15 +108,7 @@ export async function dashboardLatency(quick: boolean): Promise<string[]> {
     );
     await page.keyboard.press("Escape").catch(() => {});
   } finally {
-    const proc = browser?.process();
-    await browser?.close().catch(() => {});
-    try {
-      proc?.kill("SIGKILL");
-    } catch {
-      // already gone
-    }
-    await Deno.remove(profile, { recursive: true }).catch(() => {});
-    await Deno.remove(home, { recursive: true }).catch(() => {});
+    await closeBrowser(browser, profile, home);
   }
   return lines;
 }

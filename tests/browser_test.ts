@@ -4,22 +4,13 @@
  * xterm.js terminal. Skipped when /usr/bin/chromium is missing (apt-get install -y chromium).
  */
 import assert from "node:assert/strict";
-import puppeteer from "puppeteer-core";
 import type { Browser } from "puppeteer-core";
 import { call, startDaemon, stdioClient, tempHome } from "./_daemon.ts";
-
-const CHROMIUM = "/usr/bin/chromium";
-const haveChromium = (() => {
-  try {
-    return Deno.statSync(CHROMIUM).isFile;
-  } catch {
-    return false;
-  }
-})();
+import { closeBrowser, haveChromium, launchBrowser, watchProblems } from "./_browser.ts";
 
 Deno.test({
   name: "dashboard: a headless browser shows an agent's command output live",
-  ignore: !haveChromium,
+  ignore: !haveChromium(),
   // puppeteer keeps its own timers and sockets; the browser is closed and killed in finally.
   sanitizeOps: false,
   sanitizeResources: false,
@@ -42,26 +33,9 @@ Deno.test({
 
     let browser: Browser | undefined;
     try {
-      browser = await puppeteer.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        userDataDir: profile,
-        args: [
-          "--no-sandbox",
-          "--headless",
-          "--disable-gpu",
-          "--no-first-run",
-          "--disable-background-networking",
-          "--disable-component-update",
-          "--disable-sync",
-        ],
-      });
+      browser = await launchBrowser(profile);
       const page = await browser.newPage();
-      const problems: string[] = [];
-      page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
-      page.on("console", (m) => {
-        if (m.type() === "error" && /script|eval/i.test(m.text())) problems.push(m.text());
-      });
+      const problems = watchProblems(page);
       await page.setViewport({ width: 1280, height: 800 });
       const res = await page.goto(url, { waitUntil: "domcontentloaded" });
       assert.equal(res?.status(), 200);
@@ -170,39 +144,14 @@ Deno.test({
         "live",
       );
     } finally {
-      const proc = browser?.process();
-      await browser?.close().catch(() => {});
-      try {
-        proc?.kill("SIGKILL");
-      } catch {
-        // already gone
-      }
-      await Deno.remove(profile, { recursive: true }).catch(() => {});
-      await Deno.remove(home, { recursive: true }).catch(() => {});
+      await closeBrowser(browser, profile, home);
     }
   },
 });
 
-async function launchBrowser(profile: string): Promise<Browser> {
-  return await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: profile,
-    args: [
-      "--no-sandbox",
-      "--headless",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
-}
-
 Deno.test({
   name: "dashboard: Jobs, Activity, Agents and Policy views; Stop all ends an agent's job",
-  ignore: !haveChromium,
+  ignore: !haveChromium(),
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
@@ -241,11 +190,7 @@ agents:
     try {
       browser = await launchBrowser(profile);
       const page = await browser.newPage();
-      const problems: string[] = [];
-      page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
-      page.on("console", (m) => {
-        if (m.type() === "error" && /script|eval/i.test(m.text())) problems.push(m.text());
-      });
+      const problems = watchProblems(page);
       await page.setViewport({ width: 1280, height: 800 });
       await page.goto(url, { waitUntil: "domcontentloaded" });
       await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
@@ -362,22 +307,14 @@ agents:
       await page.click('[data-filter="all"]');
       assert.deepEqual(problems, []);
     } finally {
-      const proc = browser?.process();
-      await browser?.close().catch(() => {});
-      try {
-        proc?.kill("SIGKILL");
-      } catch {
-        // already gone
-      }
-      await Deno.remove(profile, { recursive: true }).catch(() => {});
-      await Deno.remove(home, { recursive: true }).catch(() => {});
+      await closeBrowser(browser, profile, home);
     }
   },
 });
 
 Deno.test({
   name: "dashboard: Take over types into an agent's session; Release hands it back",
-  ignore: !haveChromium,
+  ignore: !haveChromium(),
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
@@ -397,11 +334,7 @@ Deno.test({
     try {
       browser = await launchBrowser(profile);
       const page = await browser.newPage();
-      const problems: string[] = [];
-      page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
-      page.on("console", (m) => {
-        if (m.type() === "error" && /script|eval/i.test(m.text())) problems.push(m.text());
-      });
+      const problems = watchProblems(page);
       // Input requests: counted, and never two in flight for the session.
       const inputs = { sent: 0, inFlight: 0, maxInFlight: 0, bodies: [] as string[] };
       const isInput = (u: string) => u.endsWith(`/api/sessions/${sid}/input`);
@@ -592,22 +525,14 @@ Deno.test({
       assert.equal(reloaded.output, "after-reload\n", JSON.stringify(reloaded));
       assert.deepEqual(problems, []);
     } finally {
-      const proc = browser?.process();
-      await browser?.close().catch(() => {});
-      try {
-        proc?.kill("SIGKILL");
-      } catch {
-        // already gone
-      }
-      await Deno.remove(profile, { recursive: true }).catch(() => {});
-      await Deno.remove(home, { recursive: true }).catch(() => {});
+      await closeBrowser(browser, profile, home);
     }
   },
 });
 
 Deno.test({
   name: "dashboard: phone-sized views fit; Deny sends a reason; Follow live on a 5th session",
-  ignore: !haveChromium,
+  ignore: !haveChromium(),
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
@@ -645,11 +570,7 @@ Deno.test({
     try {
       browser = await launchBrowser(profile);
       const page = await browser.newPage();
-      const problems: string[] = [];
-      page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
-      page.on("console", (m) => {
-        if (m.type() === "error" && /script|eval/i.test(m.text())) problems.push(m.text());
-      });
+      const problems = watchProblems(page);
       await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true });
       await page.goto(url, { waitUntil: "domcontentloaded" });
       await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
@@ -734,15 +655,7 @@ Deno.test({
       await page.waitForFunction(`!document.querySelector('${item}')`, { timeout: 10_000 });
       assert.deepEqual(problems, []);
     } finally {
-      const proc = browser?.process();
-      await browser?.close().catch(() => {});
-      try {
-        proc?.kill("SIGKILL");
-      } catch {
-        // already gone
-      }
-      await Deno.remove(profile, { recursive: true }).catch(() => {});
-      await Deno.remove(home, { recursive: true }).catch(() => {});
+      await closeBrowser(browser, profile, home);
     }
   },
 });

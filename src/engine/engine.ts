@@ -362,12 +362,7 @@ export class Engine {
    */
   takeover(sessionId: string, operator: string): SessionInfo {
     const s = this.anySession(sessionId);
-    if (s.lease && s.lease.operator !== operator) {
-      throw new TermadaError(
-        "SESSION_BUSY",
-        `Operator "${s.lease.operator}" holds session "${sessionId}"`,
-      );
-    }
+    assertNotHeldByOther(s, operator);
     s.lease = { operator, since: this.#clock.now() };
     return this.#sessionInfo(s);
   }
@@ -376,12 +371,7 @@ export class Engine {
   releaseSession(sessionId: string, operator: string): SessionInfo {
     const s = this.anySession(sessionId);
     if (!s.lease) return this.#sessionInfo(s);
-    if (s.lease.operator !== operator) {
-      throw new TermadaError(
-        "SESSION_BUSY",
-        `Operator "${s.lease.operator}" holds session "${sessionId}"`,
-      );
-    }
+    assertNotHeldByOther(s, operator);
     s.lease = undefined;
     if (s.outputPaused) {
       s.outputPaused = false;

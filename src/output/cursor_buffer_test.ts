@@ -2,21 +2,12 @@ import assert from "node:assert/strict";
 import { TermadaError } from "../shared/mod.ts";
 import { CursorBuffer } from "./cursor_buffer.ts";
 import { decodeCursor, encodeCursor, MAX_PAGE_BYTES, type Page } from "./paging.ts";
+import { seededRandom } from "../shared/mod.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { ignoreBOM: true });
 
-/** Deterministic PRNG (mulberry32) so random tests replay exactly. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const prng = seededRandom;
 
 const isInvalidArgument = (e: unknown): boolean =>
   e instanceof TermadaError && e.code === "INVALID_ARGUMENT";

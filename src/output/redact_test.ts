@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { TermadaError } from "../shared/mod.ts";
 import { Redactor } from "./redact.ts";
+import { seededRandom } from "../shared/mod.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -9,17 +10,7 @@ function redact(text: string, redactor = new Redactor()): string {
   return dec.decode(redactor.redact(enc.encode(text)));
 }
 
-/** Deterministic PRNG (mulberry32) so property tests replay exactly. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const prng = seededRandom;
 
 function streamAll(redactor: Redactor, chunks: Uint8Array[]): string {
   const s = redactor.stream();

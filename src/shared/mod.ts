@@ -16,3 +16,4 @@ export { newId, randomHex } from "./ids.ts";
 export { type Clock, systemClock } from "./clock.ts";
 export { delay, within } from "./async.ts";
 export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";
+export { seededRandom } from "./prng.ts";

@@ -2,23 +2,14 @@ import assert from "node:assert/strict";
 import { CursorBuffer, decodeCursor, MAX_PAGE_BYTES, type Page } from "../output/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
 import { pruneSpools, removeSpool, SpoolReader, SpoolWriter } from "./spool.ts";
+import { seededRandom } from "../shared/mod.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { ignoreBOM: true });
 const MiB = 1024 * 1024;
 const JOB = "job_0123456789ab";
 
-/** Deterministic PRNG (mulberry32) so random tests replay exactly. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const prng = seededRandom;
 
 const CHARS = ["a", "b", " ", "\n", "é", "ß", "€", "中", "😀", "🎉", "\t", "\ufeff"].map((c) =>
   enc.encode(c)

@@ -1,10 +1,7 @@
 import assert from "node:assert/strict";
 import { DASHBOARD_CSP, dashboardRoutes, readDashboardFiles } from "./dashboard.ts";
 import { SseParser } from "../../dashboard/sse.ts";
-import { Gateway } from "../control/mod.ts";
-import { testEngine } from "../engine/_test_util.ts";
-import { EventBus } from "../shared/mod.ts";
-import { createApp } from "./mod.ts";
+import { OPERATOR_TOKEN, operatorTestApp } from "./_test_app.ts";
 
 const enc = new TextEncoder();
 const FILES = {
@@ -98,28 +95,13 @@ Deno.test("dashboard: the SSE parser handles split chunks, comments, ids and CRL
 });
 
 Deno.test("dashboard in the daemon app: / is public, /api still needs the operator token", async () => {
-  const TOKEN = "op-" + "y".repeat(40);
-  const bus = new EventBus(100);
-  const gateway = new Gateway({
-    bus,
-    policy: {
-      decide: () => ({ action: "allow", reason: "ok" }),
-      decideLine: () => ({ action: "allow", reason: "ok" }),
-    },
-    audit: { append: () => {} },
-    approvals: { insertApproval: () => {}, decideApproval: () => true },
-  });
-  await using te = await testEngine({ admission: gateway });
-  gateway.attach(te.engine);
-  const a = createApp({
-    engine: te.engine,
-    version: "test",
-    port: 7717,
-    agents: { agentForToken: () => undefined, isConfigured: () => false, devMode: false },
-    operatorToken: TOKEN,
-    operator: { gateway, bus },
+  const TOKEN = OPERATOR_TOKEN;
+  await using h = await operatorTestApp({
+    busCapacity: 100,
+    devMode: false,
     dashboardFiles: FILES,
   });
+  const a = h.app;
   try {
     const get = (path: string, headers: Record<string, string> = {}) =>
       a.app.fetch(
@@ -149,7 +131,6 @@ Deno.test("dashboard in the daemon app: / is public, /api still needs the operat
     assert.equal(missing.status, 404);
     assert.equal((await missing.json()).error.code, "NOT_FOUND");
   } finally {
-    gateway.close();
-    await a.close();
+    await a.close(); // h closes the gateway and the engine
   }
 });

@@ -1,51 +1,8 @@
 import assert from "node:assert/strict";
-import { Gateway } from "../control/mod.ts";
-import { testEngine } from "../engine/_test_util.ts";
-import { EventBus } from "../shared/mod.ts";
-import { createApp } from "./mod.ts";
+import { OPERATOR_TOKEN, operatorTestApp } from "./_test_app.ts";
 
-const TOKEN = "op-" + "x".repeat(40);
-
-async function setup(busCapacity = 1000) {
-  const bus = new EventBus(busCapacity);
-  const gateway = new Gateway({
-    bus,
-    policy: {
-      decide: () => ({ action: "allow", reason: "ok" }),
-      decideLine: () => ({ action: "allow", reason: "ok" }),
-    },
-    audit: { append: () => {} },
-    approvals: { insertApproval: () => {}, decideApproval: () => true },
-  });
-  const te = await testEngine({ admission: gateway });
-  gateway.attach(te.engine);
-  const app = createApp({
-    engine: te.engine,
-    version: "test",
-    port: 7717,
-    agents: { agentForToken: () => undefined, isConfigured: () => false, devMode: true },
-    operatorToken: TOKEN,
-    operator: { gateway, bus },
-  });
-  return {
-    te,
-    bus,
-    app,
-    get(path: string, headers: Record<string, string> = {}) {
-      return app.app.fetch(
-        new Request(`http://termada${path}`, {
-          headers: { authorization: `Bearer ${TOKEN}`, ...headers },
-        }),
-        { listener: "unix" },
-      );
-    },
-    async [Symbol.asyncDispose]() {
-      gateway.close();
-      await app.close();
-      await te[Symbol.asyncDispose]();
-    },
-  };
-}
+const TOKEN = OPERATOR_TOKEN;
+const setup = (busCapacity = 1000) => operatorTestApp({ busCapacity });
 
 interface SseMessage {
   id?: string;
@@ -165,33 +122,17 @@ Deno.test("a session's raw stream replays, follows live, and resumes by cursor w
 Deno.test("an operator kills any agent's job: audited first, agents' jobs end as killed", async () => {
   const records: { actor: unknown; event: string; data?: Record<string, unknown> }[] = [];
   let statusWhenAudited: string | undefined;
-  const bus = new EventBus();
-  const gateway = new Gateway({
-    bus,
-    policy: {
-      decide: () => ({ action: "allow", reason: "ok" }),
-      decideLine: () => ({ action: "allow", reason: "ok" }),
-    },
+  await using h = await operatorTestApp({
     audit: {
       append: (actor, event, data) => {
         records.push({ actor, event, data });
         if (event === "job.killed_by_operator") {
-          statusWhenAudited = te.engine.anyJob(String(data?.job_id)).status;
+          statusWhenAudited = h.te.engine.anyJob(String(data?.job_id)).status;
         }
       },
     },
-    approvals: { insertApproval: () => {}, decideApproval: () => true },
   });
-  await using te = await testEngine({ admission: gateway });
-  gateway.attach(te.engine);
-  const app = createApp({
-    engine: te.engine,
-    version: "test",
-    port: 7717,
-    agents: { agentForToken: () => undefined, isConfigured: () => false, devMode: true },
-    operatorToken: TOKEN,
-    operator: { gateway, bus },
-  });
+  const { te, app } = h;
   try {
     const post = (path: string, body: unknown, token = TOKEN) =>
       app.app.fetch(
@@ -227,8 +168,7 @@ Deno.test("an operator kills any agent's job: audited first, agents' jobs end as
     const view = await te.engine.poll("alice", { job_id: started.job_id });
     assert.equal(view.status, "killed");
   } finally {
-    gateway.close();
-    await app.close();
+    await app.close(); // h closes the gateway and the engine
   }
 });
 

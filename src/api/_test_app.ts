@@ -7,6 +7,15 @@ import { createApp } from "./mod.ts";
 
 export const OPERATOR_TOKEN = "op-" + "x".repeat(40);
 
+export interface OperatorTestApp extends AsyncDisposable {
+  te: Awaited<ReturnType<typeof testEngine>>;
+  bus: EventBus;
+  app: ReturnType<typeof createApp>;
+  gateway: Gateway;
+  /** GET on the Unix listener with the operator token. */
+  get(path: string, headers?: Record<string, string>): Response | Promise<Response>;
+}
+
 export async function operatorTestApp(
   options: {
     busCapacity?: number;
@@ -14,7 +23,7 @@ export async function operatorTestApp(
     audit?: AuditPort;
     dashboardFiles?: DashboardFiles;
   } = {},
-) {
+): Promise<OperatorTestApp> {
   const bus = new EventBus(options.busCapacity ?? 1000);
   const gateway = new Gateway({
     bus,
@@ -45,7 +54,6 @@ export async function operatorTestApp(
     bus,
     app,
     gateway,
-    /** GET on the Unix listener with the operator token. */
     get(path: string, headers: Record<string, string> = {}) {
       return app.app.fetch(
         new Request(`http://termada${path}`, {

@@ -10,6 +10,7 @@ import type { Context } from "hono";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Engine } from "../engine/mod.ts";
+import type { MissionService } from "../mission/mod.ts";
 import { createMcpServer } from "../mcp/mod.ts";
 import { logger } from "../shared/mod.ts";
 import { type OperatorOptions, operatorRoutes } from "./operator.ts";
@@ -31,6 +32,8 @@ export interface AgentDirectory {
 
 export interface AppOptions {
   engine: Engine;
+  /** Mission Control (MCP mission tools and /api/missions); absent → NOT_SUPPORTED / 404. */
+  missions?: MissionService;
   version: string;
   agents: AgentDirectory;
   /** TCP port, for the Host check. */
@@ -122,7 +125,12 @@ export function createApp(options: AppOptions): TermadaApp {
       return problem(c, 400, "INVALID_ARGUMENT", "Missing mcp-session-id header");
     }
     const agent = identity.agent;
-    const server = createMcpServer({ engine: options.engine, agent, version: options.version });
+    const server = createMcpServer({
+      engine: options.engine,
+      ...(options.missions ? { missions: options.missions } : {}),
+      agent,
+      version: options.version,
+    });
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => crypto.randomUUID(),
       onsessioninitialized: (id: string) => {
@@ -152,6 +160,7 @@ export function createApp(options: AppOptions): TermadaApp {
         {
           ...options.operator,
           engine: options.engine,
+          ...(options.missions ? { missions: options.missions } : {}),
           operatorToken: token,
           version: options.version,
           port: options.port,

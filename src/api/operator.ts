@@ -9,6 +9,7 @@ import { encodeBase64 } from "./_base64.ts";
 import type { Context } from "hono";
 import type { Actor, Gateway } from "../control/mod.ts";
 import type { Engine } from "../engine/mod.ts";
+import type { MissionService } from "../mission/mod.ts";
 import { type EventBus, TermadaError, toTermadaError } from "../shared/mod.ts";
 import type { AppEnv } from "./app.ts";
 
@@ -23,6 +24,8 @@ export interface OperatorOptions {
   auditVerify?: () => unknown;
   /** Live events (the audit records as they are written). */
   bus?: EventBus;
+  /** Mission Control (every agent's missions, reports, cancel). */
+  missions?: MissionService;
   /** The effective policies (read-only view; never tokens). */
   policy?: () => Record<string, unknown>;
   /** The loopback TCP port (for links such as `termada dashboard`). */
@@ -414,9 +417,69 @@ export function operatorRoutes(
       return fail(c, err);
     }
   });
+  mountMissionRoutes(api, options.missions);
   api.get("/audit/verify", (c) => {
     if (!options.auditVerify) return fail(c, new TermadaError("NOT_SUPPORTED", "No audit log"));
     return c.json(options.auditVerify() as Record<string, unknown>);
   });
   return api;
+}
+
+/** `/api/missions…`: every agent's missions for the dashboard and `termada mission`. */
+function mountMissionRoutes(api: Hono<AppEnv>, missions: MissionService | undefined): void {
+  const guard = (
+    f: (c: Context<AppEnv>, m: MissionService) => Response | Promise<Response>,
+  ) =>
+  async (c: Context<AppEnv>): Promise<Response> => {
+    if (!missions) return fail(c, new TermadaError("NOT_FOUND", "Missions are not available"));
+    try {
+      return await f(c, missions);
+    } catch (err) {
+      return fail(c, err);
+    }
+  };
+  api.get(
+    "/missions",
+    guard((c, m) => {
+      const status = c.req.query("status");
+      const limit = c.req.query("limit");
+      return c.json(m.listAll({
+        ...(status ? { status } : {}),
+        ...(limit ? { limit: Number(limit) } : {}),
+      }));
+    }),
+  );
+  api.get("/missions/:id", guard((c, m) => c.json(m.getAny(c.req.param("id") ?? ""))));
+  api.get(
+    "/missions/:id/report",
+    guard((c, m) => {
+      const format = c.req.query("format") ?? "markdown";
+      if (format !== "markdown" && format !== "json") {
+        throw new TermadaError("INVALID_ARGUMENT", '"format" must be markdown or json');
+      }
+      const r = m.reportAny(operatorOf(c), c.req.param("id") ?? "");
+      if (format === "json") {
+        return c.json({
+          mission_id: r.mission_id,
+          sha256: r.sha256,
+          evidence_sha256: r.evidence_sha256,
+          audit_seq: r.audit_seq,
+          evidence: r.evidence,
+        });
+      }
+      return c.body(r.markdown, 200, {
+        "content-type": "text/markdown; charset=utf-8",
+        "content-disposition": `attachment; filename="${r.mission_id}-report.md"`,
+        "x-termada-report-sha256": r.sha256,
+        ...(r.audit_seq === null ? {} : { "x-termada-audit-seq": String(r.audit_seq) }),
+      });
+    }),
+  );
+  api.post(
+    "/missions/:id/cancel",
+    guard(async (c, m) => {
+      const b = await body(c);
+      return c.json(await m.cancelAny(operatorOf(c), c.req.param("id") ?? "", b));
+    }),
+  );
 }

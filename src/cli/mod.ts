@@ -10,6 +10,7 @@ import {
   auditCommand,
   dashboardCommand,
   denyCommand,
+  missionCommand,
   type OperatorContext,
   pendingCommand,
   resumeCommand,
@@ -35,6 +36,9 @@ Usage:
       Kill switch: refuse new commands for a while and stop every running job.
   termada audit [-n N] [--json] | termada audit verify
       The tamper-evident audit log; verify checks the whole hash chain (works offline).
+  termada mission list [--status S] | show ID | report ID [--json] [--out FILE] | cancel ID
+      Missions of every agent: plan, runtime-verified steps, the evidence report (its hash is
+      recorded in the audit log), or cancel one.
   termada dashboard [--open]
       Print (or open) the tokenized URL of the live dashboard.
   termada version
@@ -52,6 +56,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   resume: (a) => resumeCommand(a, OUT),
   audit: (a) => auditCommand(a, OUT),
   dashboard: (a) => dashboardCommand(a, OUT),
+  mission: (a) => missionCommand(a, OUT),
   serve: (args) =>
     serveCommand(args, { version: VERSION, print: (t) => void write(Deno.stderr, t) }),
   version: async () => {

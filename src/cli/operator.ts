@@ -33,12 +33,14 @@ function token(p: TermadaPaths): string {
   }
 }
 
-async function call(
+/** One operator request over the socket; a non-2xx answer becomes the daemon's typed error. */
+async function request<T>(
   p: TermadaPaths,
   method: "GET" | "POST",
   path: string,
-  body?: Record<string, unknown>,
-): Promise<Record<string, unknown>> {
+  body: Record<string, unknown> | undefined,
+  read: (r: Response) => Promise<T>,
+): Promise<T> {
   if (!(await daemonAlive(p.socketPath))) {
     throw new TermadaError("SERVER_UNREACHABLE", "No Termada daemon is running", {
       hint: "Start it with termada serve",
@@ -55,8 +57,8 @@ async function call(
       },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
-    const json = await r.json() as Record<string, unknown>;
     if (!r.ok) {
+      const json = await r.json().catch(() => ({})) as Record<string, unknown>;
       const e = json.error as { code?: string; message?: string; hint?: string } | undefined;
       throw new TermadaError(
         (e?.code as "INVALID_ARGUMENT") ?? "INTERNAL",
@@ -64,10 +66,19 @@ async function call(
         { hint: e?.hint },
       );
     }
-    return json;
+    return await read(r);
   } finally {
     s.close();
   }
+}
+
+function call(
+  p: TermadaPaths,
+  method: "GET" | "POST",
+  path: string,
+  body?: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  return request(p, method, path, body, async (r) => await r.json() as Record<string, unknown>);
 }
 
 const COMMON = { config: { type: "string" as const }, json: { type: "boolean" as const } };
@@ -224,4 +235,117 @@ export async function dashboardCommand(args: string[], ctx: OperatorContext): Pr
     );
   }
   return 0;
+}
+
+interface MissionLine {
+  mission_id: string;
+  title: string;
+  status: string;
+  owner: string;
+  pending_approvals: number;
+  progress: { passed: number; total: number };
+  updated_at: string;
+}
+
+/**
+ * `termada mission list [--status S] | show ID | report ID [--json] [--out FILE] | cancel ID
+ * [--reason TEXT]`: every agent's missions, for the operator.
+ */
+export async function missionCommand(args: string[], ctx: OperatorContext): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      ...COMMON,
+      status: { type: "string" },
+      out: { type: "string", short: "o" },
+      reason: { type: "string" },
+    },
+  });
+  const p = await paths(values.config);
+  const [sub = "list", id] = positionals;
+  const need = (): string => {
+    if (!id) {
+      throw new TermadaError("INVALID_ARGUMENT", `Which mission? termada mission ${sub} <id>`);
+    }
+    return encodeURIComponent(id);
+  };
+  switch (sub) {
+    case "list": {
+      const q = values.status ? `?status=${encodeURIComponent(values.status)}` : "";
+      const r = await call(p, "GET", `/missions${q}`);
+      const list = r.missions as MissionLine[];
+      if (values.json) await ctx.out(JSON.stringify(list, null, 2) + "\n");
+      else if (list.length === 0) await ctx.out("No missions.\n");
+      else {
+        for (const m of list) {
+          await ctx.out(
+            `${m.mission_id}  ${
+              m.status.padEnd(15)
+            }  ${m.progress.passed}/${m.progress.total}  ${m.owner}  ${
+              m.pending_approvals > 0 ? `(${m.pending_approvals} approval waiting)  ` : ""
+            }${m.title}\n`,
+          );
+        }
+      }
+      return 0;
+    }
+    case "show": {
+      const m = await call(p, "GET", `/missions/${need()}`);
+      if (values.json) {
+        await ctx.out(JSON.stringify(m, null, 2) + "\n");
+        return 0;
+      }
+      const steps = m.steps as {
+        step_id: string;
+        text: string;
+        status: string;
+        verified: boolean;
+        job_id?: string;
+      }[];
+      await ctx.out(
+        `${m.mission_id}  ${m.status}  ${m.owner}  session ${m.session_id ?? "none"}\n${m.title}\n`,
+      );
+      for (const s of steps) {
+        await ctx.out(
+          `  ${s.step_id} ${s.status.padEnd(8)} ${
+            s.verified ? `verified by runtime (${s.job_id})` : s.job_id ?? ""
+          }  ${s.text}\n`,
+        );
+      }
+      for (const a of m.pending_approvals as { approval_id: string; command: string[] }[]) {
+        await ctx.out(
+          `  waiting: ${a.approval_id} ${
+            JSON.stringify(a.command)
+          } (termada approve ${a.approval_id})\n`,
+        );
+      }
+      return 0;
+    }
+    case "report": {
+      const path = `/missions/${need()}/report${values.json ? "?format=json" : ""}`;
+      const { text, sha256 } = await request(p, "GET", path, undefined, async (r) => ({
+        text: values.json ? JSON.stringify(await r.json(), null, 2) + "\n" : await r.text(),
+        sha256: r.headers.get("x-termada-report-sha256"),
+      }));
+      if (values.out) {
+        Deno.writeTextFileSync(values.out, text, { mode: 0o600 });
+        await ctx.out(
+          `Wrote ${values.out}${sha256 ? ` (sha256 ${sha256}, recorded in the audit log)` : ""}\n`,
+        );
+      } else await ctx.out(text);
+      return 0;
+    }
+    case "cancel": {
+      const m = await call(p, "POST", `/missions/${need()}/cancel`, {
+        ...(values.reason === undefined ? {} : { reason: values.reason }),
+      });
+      await ctx.out(`Cancelled ${m.mission_id}\n`);
+      return 0;
+    }
+    default:
+      throw new TermadaError("INVALID_ARGUMENT", `Unknown mission command "${sub}"`, {
+        hint: "termada mission list | show ID | report ID [--json] [--out FILE] | cancel ID",
+      });
+  }
 }

@@ -46,8 +46,16 @@ export interface PolicyPort {
   decideLine(agent: string, line: string): PolicyVerdict;
 }
 
+/** What the audit log returns for a written record (src/audit's AuditRecord satisfies it). */
+export interface AuditWritten {
+  seq: number;
+  hash: string;
+  /** The data as written (redacted). */
+  data: Record<string, unknown>;
+}
+
 export interface AuditPort {
-  append(actor: Actor, event: string, data?: Record<string, unknown>): unknown;
+  append(actor: Actor, event: string, data?: Record<string, unknown>): AuditWritten | void;
 }
 
 export interface ApprovalRecord {
@@ -108,11 +116,19 @@ export class Gateway implements AdmissionHook {
     this.#engine = engine;
   }
 
-  /** Writes an audit record or refuses: nothing may happen that the log does not show. */
+  /**
+   * Writes an audit record or refuses: nothing may happen that the log does not show. The bus
+   * gets the record as written (redacted) with its `audit_seq` and `audit_hash`.
+   */
   record(actor: Actor, event: string, data: Record<string, unknown> = {}): void {
     try {
-      this.#opts.audit.append(actor, event, data);
-      this.#opts.bus?.publish(event, { actor, ...data });
+      const written = this.#opts.audit.append(actor, event, data);
+      this.#opts.bus?.publish(
+        event,
+        written
+          ? { actor, ...written.data, audit_seq: written.seq, audit_hash: written.hash }
+          : { actor, ...data },
+      );
     } catch (err) {
       if (err instanceof TermadaError && err.code === "AUDIT_UNAVAILABLE") throw err;
       throw new TermadaError("AUDIT_UNAVAILABLE", "The audit log cannot be written: nothing runs", {

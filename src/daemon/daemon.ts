@@ -23,6 +23,7 @@ import {
   type TermadaPaths,
 } from "../config/mod.ts";
 import { Engine } from "../engine/mod.ts";
+import { MissionService } from "../mission/mod.ts";
 import {
   EventBus,
   logger,
@@ -68,6 +69,7 @@ export class Daemon {
   readonly dashboardToken: string;
   readonly gateway: Gateway;
   readonly audit: AuditLog;
+  readonly missions: MissionService;
   #lock: Deno.FsFile;
   #host: string;
   #app: TermadaApp;
@@ -90,6 +92,7 @@ export class Daemon {
     host: string;
     gateway: Gateway;
     audit: AuditLog;
+    missions: MissionService;
   }) {
     this.paths = init.paths;
     this.config = init.config;
@@ -104,6 +107,7 @@ export class Daemon {
     this.#host = init.host;
     this.gateway = init.gateway;
     this.audit = init.audit;
+    this.missions = init.missions;
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
@@ -191,6 +195,10 @@ export class Daemon {
       });
       gateway.attach(engine);
       cleanups.push(() => engine.shutdown());
+      const missions = new MissionService({ engine, store, audit: gateway, bus });
+      cleanups.push(() => missions.close());
+      const interrupted = missions.recover("the daemon restarted: the mission's terminal is gone");
+      if (interrupted.length > 0) log.warn("missions interrupted", { missions: interrupted });
       pruneOrphanSpools(store, paths.spoolDir);
 
       const token = loadOrCreateToken(paths.tokenFile);
@@ -226,6 +234,7 @@ export class Daemon {
       const agents = agentDirectory(config);
       const app = createApp({
         engine,
+        missions,
         version: options.version,
         agents,
         port,
@@ -301,6 +310,7 @@ export class Daemon {
         host: bind.hostname,
         gateway,
         audit,
+        missions,
       });
       log.info("daemon ready", {
         pid: Deno.pid,
@@ -344,6 +354,7 @@ export class Daemon {
       await this.engine.shutdown();
       await Promise.all(this.#servers.map((s) => s.finished.catch(() => {})));
       this.gateway.close();
+      this.missions.close();
       try {
         this.audit.append({ kind: "system", id: "termada" }, "daemon.stopped", { reason });
       } catch (err) {

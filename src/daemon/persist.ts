@@ -3,6 +3,7 @@
  * output in a bounded spool on disk, so that after a restart (or a crash) every job listed
  * before is still listed and its output is still pageable by cursor.
  */
+import { createHash, type Hash } from "node:crypto";
 import {
   type EngineHooks,
   Job,
@@ -88,6 +89,9 @@ function toSummary(row: JobRow, clock: Clock): JobSummary {
 
 export function storeHooks(store: Store, options: PersistOptions): EngineHooks {
   const spools = new Map<string, SpoolWriter>();
+  // SHA-256 of each job's whole recorded output, kept as it streams (evidence for missions:
+  // it stays exact even when the spool's retention drops old segments).
+  const hashes = new Map<string, Hash>();
   const { clock, spoolDir } = options;
   return {
     sessionOpened: guard("session insert", (info, owner) => {
@@ -118,12 +122,14 @@ export function storeHooks(store: Store, options: PersistOptions): EngineHooks {
         cwd: job.cwd ?? null,
         started_at: job.startedAt,
       });
+      hashes.set(job.id, createHash("sha256"));
       spools.set(job.id, SpoolWriter.create(spoolDir, job.id, { maxBytes: options.spoolMaxBytes }));
     }),
     jobStatus: guard("job status", (job: Job) => store.updateJob(job.id, { status: job.status })),
     // Written through (no buffering in between): output an agent has been shown must survive
     // a crash of the daemon. The page cache makes this a cheap write per chunk.
     jobOutput: guard("spool append", (job: Job, bytes: Uint8Array) => {
+      hashes.get(job.id)?.update(bytes);
       const spool = spools.get(job.id);
       if (!spool) return;
       spool.append(bytes);
@@ -133,6 +139,8 @@ export function storeHooks(store: Store, options: PersistOptions): EngineHooks {
       const spool = spools.get(job.id);
       spools.delete(job.id);
       spool?.end();
+      const hash = hashes.get(job.id);
+      hashes.delete(job.id);
       store.updateJob(job.id, {
         status: job.status,
         exit_code: job.exitCode ?? null,
@@ -141,6 +149,7 @@ export function storeHooks(store: Store, options: PersistOptions): EngineHooks {
         cwd: job.cwd ?? null,
         ended_at: job.endedAt ?? clock.now(),
         output_bytes: job.buffer.totalBytes,
+        ...(hash ? { output_sha256: hash.digest("hex") } : {}),
       });
       for (const id of store.pruneJobs(job.owner, options.finishedPerAgent)) {
         removeSpool(spoolDir, id);

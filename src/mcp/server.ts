@@ -18,6 +18,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { Engine } from "../engine/mod.ts";
+import type { MissionService } from "../mission/mod.ts";
 import { logger, toTermadaError } from "../shared/mod.ts";
 import { type ToolContext, type ToolDef, TOOLS } from "./tools.ts";
 
@@ -32,10 +33,12 @@ export const INSTRUCTIONS =
 - status "awaiting_input" means the program waits at a prompt (shown in prompt): answer with exec_write {job_id, input}; use secret: true for passwords.
 - One command runs per session at a time (SESSION_BUSY otherwise): start servers and watchers with exec_start (or mode "background"), open more sessions with session_create.
 - For full-screen programs (top, vim, less) read session_screen; prefer non-interactive flags when they exist.
+- For a concrete operational goal (fix a service, migrate, deploy), start with mission_create {goal, plan}: run each step in the mission's session_id, then mission_update {step_id, step_status: "passed", job_id} — the runtime verifies the job exited 0 in that session. End with mission_update {status: "succeeded", summary} and mission_report.
 - Errors are results with error.code (INVALID_ARGUMENT, NOT_FOUND, SESSION_BUSY, NOT_AWAITING_INPUT, QUOTA_EXCEEDED, …) and a hint.`;
 
 export interface McpServerOptions {
   engine: Engine;
+  missions?: MissionService;
   /** Owner id of every session and job this server touches. */
   agent: string;
   version: string;
@@ -86,6 +89,7 @@ export function createMcpServer(options: McpServerOptions): Server {
     const token = request.params._meta?.progressToken;
     const ctx: ToolContext = {
       engine: options.engine,
+      ...(options.missions ? { missions: options.missions } : {}),
       agent: options.agent,
       version: options.version,
       call: {

@@ -6,9 +6,13 @@
 import { z } from "zod";
 import type { CallOptions, Engine, JobView } from "../engine/mod.ts";
 import { schema } from "../engine/mod.ts";
+import type { MissionService } from "../mission/mod.ts";
+import { MISSION_TOOLS } from "./mission_tools.ts";
 
 export interface ToolContext {
   engine: Engine;
+  /** Mission Control; absent in an engine-only server (the mission tools say NOT_SUPPORTED). */
+  missions?: MissionService;
   /** The calling agent: owner of every session and job it touches. */
   agent: string;
   call: CallOptions;
@@ -323,6 +327,7 @@ export const TOOLS: readonly ToolDef[] = [
     render: (r) => JSON.stringify(r, null, 2),
     annotations: { readOnlyHint: true },
   },
+  ...MISSION_TOOLS,
 ];
 
 function capabilities(c: ToolContext): Record<string, unknown> {
@@ -349,7 +354,8 @@ function capabilities(c: ToolContext): Record<string, unknown> {
       screen: true,
       progress_notifications: true,
       remote_sessions: false,
-      policy: false,
+      policy: true,
+      missions: c.missions !== undefined,
     },
     agent: c.agent,
   };

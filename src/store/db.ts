@@ -3,16 +3,39 @@
  * Every write is one statement or one transaction, so a crash never leaves half a change behind;
  * every statement is prepared once when the store opens.
  */
-import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
+import { type Clock, logger, notFound, systemClock, TermadaError } from "../shared/mod.ts";
 import {
-  type Clock,
-  invalidArgument,
-  logger,
-  notFound,
-  systemClock,
-  TermadaError,
-} from "../shared/mod.ts";
+  checkCommand,
+  checkId,
+  checkInt,
+  checkLimit,
+  checkNullableInt,
+  checkNullableSha256,
+  checkNullableText,
+  checkOneOf,
+  checkStatus,
+  checkText,
+  checkTime,
+  num,
+  numOrNull,
+  type Params,
+  patchParams,
+  patchSql,
+  type Row,
+  storeError,
+  str,
+  strOrNull,
+} from "./_checks.ts";
+import { MISSIONS_MIGRATION, MissionStore } from "./missions.ts";
+
+export {
+  MAX_COMMAND_JSON_BYTES,
+  MAX_ID_LENGTH,
+  MAX_LIST_LIMIT,
+  MAX_TEXT_LENGTH,
+} from "./_checks.ts";
 
 export interface AgentRow {
   id: string;
@@ -67,6 +90,8 @@ export interface JobRow {
   started_at: number;
   ended_at: number | null;
   output_bytes: number;
+  /** SHA-256 (hex) of the job's whole recorded output, set when it ends; null before. */
+  output_sha256: string | null;
 }
 
 export interface StoreOptions {
@@ -80,15 +105,6 @@ export const ACTIVE_JOB_STATUSES: readonly string[] = Object.freeze([
   "awaiting_input",
   "pending_approval",
 ]);
-
-/** Longest id (agent, session, job, owner) the store accepts. */
-export const MAX_ID_LENGTH = 64;
-/** Longest `command` of a job, as UTF-8 JSON. */
-export const MAX_COMMAND_JSON_BYTES = 1024 * 1024;
-/** Longest free text (paths, names, reasons); PATH_MAX on Linux is 4096 bytes. */
-export const MAX_TEXT_LENGTH = 4096;
-/** Most rows one list call returns. */
-export const MAX_LIST_LIMIT = 10_000;
 
 /**
  * Schema migrations: entry i brings user_version from i to i + 1, in one transaction. Append only;
@@ -157,122 +173,19 @@ const MIGRATIONS: readonly string[] = [
   ) STRICT;
   CREATE INDEX approvals_status ON approvals (status, requested_at);
   `,
+  MISSIONS_MIGRATION,
 ];
 
 /** The schema version this build writes. */
 export const SCHEMA_VERSION: number = MIGRATIONS.length;
 
 const log = logger("store");
-const encoder = new TextEncoder();
 
 const ACTIVE_SQL = ACTIVE_JOB_STATUSES.map((s) => `'${s}'`).join(", ");
 const SESSION_COLUMNS =
   "id, owner, shell, target, cwd, workspace, cols, rows, state, created_at, closed_at, close_reason";
 const JOB_COLUMNS =
-  "id, owner, session_id, command, mode, status, exit_code, signal, reason, cwd, started_at, ended_at, output_bytes";
-
-type Row = Record<string, unknown>;
-type Params = Record<string, SQLInputValue>;
-
-// ── input bounds ───────────────────────────────────────────────────────────
-// The store is the last line before disk: it refuses what no caller should ever send, with the
-// same INVALID_ARGUMENT the edges use.
-
-function checkId(what: string, value: unknown): string {
-  if (typeof value !== "string" || value.length === 0 || value.length > MAX_ID_LENGTH) {
-    const shown = typeof value !== "string"
-      ? String(value)
-      : `"${value.length > 40 ? value.slice(0, 40) + "…" : value}"`;
-    throw invalidArgument(
-      `Cannot store ${what} ${shown}: it must be 1 to ${MAX_ID_LENGTH} characters`,
-    );
-  }
-  return value;
-}
-
-function checkText(what: string, value: unknown, max = MAX_TEXT_LENGTH): string {
-  if (typeof value !== "string" || value.length > max) {
-    throw invalidArgument(
-      typeof value === "string"
-        ? `Cannot store ${what}: it is longer than ${max} characters`
-        : `Cannot store ${what}: it must be a string`,
-    );
-  }
-  return value;
-}
-
-function checkNullableText(what: string, value: unknown): string | null {
-  return value === null ? null : checkText(what, value);
-}
-
-function checkInt(
-  what: string,
-  value: unknown,
-  min: number,
-  max = Number.MAX_SAFE_INTEGER,
-): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw invalidArgument(
-      `Cannot store ${what} ${String(value)}: it must be an integer from ${min} to ${max}`,
-    );
-  }
-  return value;
-}
-
-function checkNullableInt(what: string, value: unknown, min: number): number | null {
-  return value === null ? null : checkInt(what, value, min);
-}
-
-function checkTime(what: string, value: unknown): number {
-  return checkInt(what, value, 0);
-}
-
-function checkStatus(value: unknown): string {
-  if (typeof value !== "string" || !/^[a-z_]{1,32}$/.test(value)) {
-    throw invalidArgument(`Cannot store job status "${String(value).slice(0, 40)}": it is not one`);
-  }
-  return value;
-}
-
-function checkOneOf<T extends string>(what: string, value: unknown, allowed: readonly T[]): T {
-  if (!allowed.includes(value as T)) {
-    throw invalidArgument(
-      `Cannot store ${what} "${String(value).slice(0, 40)}": it must be one of ${
-        allowed.join(", ")
-      }`,
-    );
-  }
-  return value as T;
-}
-
-function checkCommand(value: unknown): string {
-  if (!Array.isArray(value) || !value.every((w) => typeof w === "string")) {
-    throw invalidArgument("Cannot store the command of a job: it must be an array of strings");
-  }
-  const json = JSON.stringify(value);
-  // UTF-16 length ≤ UTF-8 length ≤ 3 × UTF-16 length: encode only when the bound cannot decide.
-  const bytes = json.length * 3 <= MAX_COMMAND_JSON_BYTES || json.length > MAX_COMMAND_JSON_BYTES
-    ? json.length
-    : encoder.encode(json).byteLength;
-  if (bytes > MAX_COMMAND_JSON_BYTES) {
-    throw invalidArgument(
-      `Cannot store the command of a job: it is larger than ${MAX_COMMAND_JSON_BYTES} bytes as JSON`,
-      "Stage a long script in a file and run that file",
-    );
-  }
-  return json;
-}
-
-function checkLimit(value: unknown): number {
-  return checkInt("list limit", value, 1, MAX_LIST_LIMIT);
-}
-
-// ── rows ───────────────────────────────────────────────────────────────────
-
-const str = (v: unknown): string => v as string;
-const strOrNull = (v: unknown): string | null => (v === null ? null : (v as string));
-const num = (v: unknown): number => v as number;
-const numOrNull = (v: unknown): number | null => (v === null ? null : (v as number));
+  "id, owner, session_id, command, mode, status, exit_code, signal, reason, cwd, started_at, ended_at, output_bytes, output_sha256";
 
 function toAgent(r: Row): AgentRow {
   return {
@@ -334,29 +247,11 @@ function toJob(r: Row): JobRow {
     started_at: num(r.started_at),
     ended_at: numOrNull(r.ended_at),
     output_bytes: num(r.output_bytes),
+    output_sha256: strOrNull(r.output_sha256),
   };
 }
 
 /** `SET col = CASE WHEN :set_col THEN :col ELSE col END` for each column: one statement, any patch. */
-function patchSql(table: string, columns: readonly string[]): string {
-  const sets = columns.map((c) => `${c} = CASE WHEN :set_${c} THEN :${c} ELSE ${c} END`);
-  return `UPDATE ${table} SET ${sets.join(", ")} WHERE id = :id`;
-}
-
-/** Binds a patch for patchSql: absent (or undefined) keys keep the stored value. */
-function patchParams(
-  id: string,
-  columns: readonly string[],
-  values: Record<string, SQLInputValue | undefined>,
-): Params {
-  const params: Params = { id };
-  for (const c of columns) {
-    const v = values[c];
-    params[`set_${c}`] = v === undefined ? 0 : 1;
-    params[c] = v === undefined ? null : v;
-  }
-  return params;
-}
 
 const SESSION_PATCH = ["cwd", "cols", "rows", "state", "closed_at", "close_reason"] as const;
 const JOB_PATCH = [
@@ -367,13 +262,8 @@ const JOB_PATCH = [
   "cwd",
   "ended_at",
   "output_bytes",
+  "output_sha256",
 ] as const;
-
-function storeError(action: string, err: unknown): TermadaError {
-  if (err instanceof TermadaError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  return new TermadaError("INTERNAL", `Cannot ${action}: ${message}`, { cause: err });
-}
 
 /** Creates the database file 0600 (and its directory 0700) before SQLite opens it. */
 function prepareFile(path: string): void {
@@ -438,6 +328,9 @@ export class Store {
   readonly #listPendingApprovals: StatementSync;
   readonly #expireApprovals: StatementSync;
   readonly #denyParkedJobs: StatementSync;
+  readonly #approvalOfJob: StatementSync;
+  /** Missions, their steps, session attempts and audit anchors (same database). */
+  readonly missions: MissionStore;
 
   private constructor(db: DatabaseSync, clock: Clock) {
     this.#db = db;
@@ -446,6 +339,10 @@ export class Store {
     this.#begin = p("BEGIN IMMEDIATE");
     this.#commit = p("COMMIT");
     this.#rollback = p("ROLLBACK");
+    this.missions = new MissionStore(db, clock, {
+      run: (action, fn) => this.#run(action, fn),
+      tx: (action, fn) => this.#run(action, () => this.#transaction(fn)),
+    });
     this.#upsertAgent = p(
       `INSERT INTO agents (id, name, via, first_seen, last_seen)
        VALUES (:id, :name, :via, :now, :now)
@@ -516,6 +413,9 @@ export class Store {
        WHERE id = :id AND status = 'pending' RETURNING id`,
     );
     this.#getApproval = p(`SELECT * FROM approvals WHERE id = :id`);
+    this.#approvalOfJob = p(
+      `SELECT * FROM approvals WHERE job_id = :job_id ORDER BY requested_at DESC LIMIT 1`,
+    );
     this.#listApprovals = p(`SELECT * FROM approvals ORDER BY requested_at DESC LIMIT :limit`);
     this.#listPendingApprovals = p(
       `SELECT * FROM approvals WHERE status = 'pending' ORDER BY requested_at LIMIT :limit`,
@@ -575,6 +475,15 @@ export class Store {
 
   getApproval(id: string): ApprovalRow | undefined {
     const row = this.#run(`read approval "${id}"`, () => this.#getApproval.get({ id }));
+    return row ? toApproval(row as Row) : undefined;
+  }
+
+  /** The (latest) approval a job went through, if it needed one. */
+  approvalOfJob(jobId: string): ApprovalRow | undefined {
+    const row = this.#run(
+      `read the approval of job "${jobId}"`,
+      () => this.#approvalOfJob.get({ job_id: checkId("job id", jobId) }),
+    );
     return row ? toApproval(row as Row) : undefined;
   }
 
@@ -729,7 +638,10 @@ export class Store {
 
   /** Records a new job (output_bytes 0, not ended). */
   insertJob(
-    j: Omit<JobRow, "exit_code" | "signal" | "reason" | "ended_at" | "output_bytes">,
+    j: Omit<
+      JobRow,
+      "exit_code" | "signal" | "reason" | "ended_at" | "output_bytes" | "output_sha256"
+    >,
   ): void {
     const params: Params = {
       id: checkId("job id", j.id),
@@ -750,7 +662,14 @@ export class Store {
     patch: Partial<
       Pick<
         JobRow,
-        "status" | "exit_code" | "signal" | "reason" | "cwd" | "ended_at" | "output_bytes"
+        | "status"
+        | "exit_code"
+        | "signal"
+        | "reason"
+        | "cwd"
+        | "ended_at"
+        | "output_bytes"
+        | "output_sha256"
       >
     >,
   ): void {
@@ -773,6 +692,9 @@ export class Store {
       output_bytes: patch.output_bytes === undefined
         ? undefined
         : checkInt("job output_bytes", patch.output_bytes, 0),
+      output_sha256: patch.output_sha256 === undefined
+        ? undefined
+        : checkNullableSha256("job output_sha256", patch.output_sha256),
     };
     const params = patchParams(id, JOB_PATCH, v);
     const result = this.#run(`update job "${id}"`, () => this.#updateJob.run(params));

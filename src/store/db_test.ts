@@ -60,7 +60,7 @@ function job(
   owner: string,
   startedAt: number,
   status = "running",
-): Omit<JobRow, "exit_code" | "signal" | "reason" | "ended_at" | "output_bytes"> {
+): Omit<JobRow, "exit_code" | "signal" | "reason" | "ended_at" | "output_bytes" | "output_sha256"> {
   return {
     id,
     owner,
@@ -233,6 +233,7 @@ Deno.test("jobs round-trip their command and update only the patched fields", ()
       reason: null,
       ended_at: null,
       output_bytes: 0,
+      output_sha256: null,
     });
 
     store.updateJob("job_1", { output_bytes: 1234 });

@@ -21,3 +21,16 @@ export {
   type StoreOptions,
 } from "./db.ts";
 export { pruneSpools, removeSpool, type SpoolOptions, SpoolReader, SpoolWriter } from "./spool.ts";
+export {
+  MISSION_STATUSES,
+  MISSION_TEXT_LIMITS,
+  type MissionRecordRow,
+  type MissionRow,
+  type MissionSessionRow,
+  type MissionStatus,
+  MissionStore,
+  STEP_STATUSES,
+  type StepRow,
+  type StepStatus,
+  TERMINAL_MISSION_STATUSES,
+} from "./missions.ts";

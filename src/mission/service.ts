@@ -1,0 +1,719 @@
+/**
+ * Mission Control: durable goals with a plan whose steps are verified by the runtime. A mission
+ * owns session attempts in the engine; everything run in them passes the normal admission gate.
+ * The service listens to the audit mirror on the bus: every audit record that concerns a mission
+ * (by session, job, approval or mission id) is kept with it as an anchor, the runtime ones also as
+ * its timeline, and approvals move it to `needs_attention` and back.
+ */
+import { createHash } from "node:crypto";
+import type { Engine, Job, PendingApproval } from "../engine/mod.ts";
+import {
+  type BusEvent,
+  type Clock,
+  type EventBus,
+  invalidArgument,
+  logger,
+  newId,
+  notFound,
+  systemClock,
+  TermadaError,
+} from "../shared/mod.ts";
+import type { MissionRow, MissionStatus, StepRow, Store } from "../store/mod.ts";
+import { TERMINAL_MISSION_STATUSES } from "../store/mod.ts";
+import { schema } from "../engine/mod.ts";
+import { buildEvidence, type Evidence, renderMarkdown } from "./report.ts";
+import {
+  MISSION_LIMITS,
+  MissionCancelInput,
+  MissionCreateInput,
+  MissionIdInput,
+  MissionListInput,
+  MissionReportInput,
+  MissionUpdateInput,
+} from "./schema.ts";
+import {
+  iso,
+  type JobEvidence,
+  type MissionSummary,
+  missionSummary,
+  type MissionView,
+  missionView,
+  type PendingView,
+  stepId,
+} from "./view.ts";
+
+const log = logger("mission");
+
+export interface Actor {
+  kind: "agent" | "operator" | "system";
+  id: string;
+}
+
+/** The audit gate (src/control's Gateway): records first; refuses when the log cannot be written. */
+export interface MissionAudit {
+  record(actor: Actor, event: string, data?: Record<string, unknown>): void;
+}
+
+export interface MissionServiceOptions {
+  engine: Engine;
+  store: Store;
+  audit: MissionAudit;
+  bus: EventBus;
+  clock?: Clock;
+}
+
+export interface MissionReport {
+  mission_id: string;
+  /** SHA-256 of `markdown`. */
+  sha256: string;
+  /** SHA-256 of the JSON form (`JSON.stringify(evidence)`). */
+  evidence_sha256: string;
+  /** seq of the `mission.reported` audit record holding the hashes (null if not known). */
+  audit_seq: number | null;
+  markdown: string;
+  evidence: Evidence;
+}
+
+/** Runtime events of a mission: what its timeline shows. */
+const TIMELINE_EVENTS = new Set([
+  "job.requested",
+  "job.finished",
+  "approval.requested",
+  "approval.resolved",
+  "policy.denied",
+  "admission.refused",
+  "input.written",
+  "input.auto_answered",
+  "session.created",
+  "session.closed",
+  "session.takeover",
+  "session.release",
+  "operator.input",
+  "job.killed_by_operator",
+  "mission.status",
+  "mission.resumed",
+]);
+
+const TERMINAL = new Set<MissionStatus>(TERMINAL_MISSION_STATUSES);
+/** session.created records kept in memory until the mission that opened the session exists. */
+const RECENT_SESSION_EVENTS = 64;
+const ACTIVE_JOB = new Set(["running", "awaiting_input", "pending_approval"]);
+
+export class MissionService {
+  readonly #engine: Engine;
+  readonly #store: Store;
+  readonly #audit: MissionAudit;
+  readonly #clock: Clock;
+  readonly #unsubscribe: () => void;
+  readonly #recentSessions = new Map<string, BusEvent>();
+  /** Missions with a create/resume/close in flight (one at a time per mission). */
+  readonly #busy = new Set<string>();
+  /** The seq of the last mission.reported record seen (set synchronously by the bus). */
+  #lastReportSeq = new Map<string, number>();
+
+  constructor(options: MissionServiceOptions) {
+    this.#engine = options.engine;
+    this.#store = options.store;
+    this.#audit = options.audit;
+    this.#clock = options.clock ?? systemClock;
+    this.#unsubscribe = options.bus.subscribe((e) => this.#observe(e));
+  }
+
+  /**
+   * At daemon start, before anything runs: missions that were live lose their PTY with the
+   * daemon and become `interrupted` (audited). Returns their ids.
+   */
+  recover(reason: string): string[] {
+    const changed = this.#store.missions.interruptAll(reason);
+    for (const c of changed) {
+      this.#audit.record({ kind: "system", id: "termada" }, "mission.status", {
+        mission_id: c.id,
+        from: c.from,
+        to: "interrupted",
+        reason,
+      });
+    }
+    return changed.map((c) => c.id);
+  }
+
+  close(): void {
+    this.#unsubscribe();
+  }
+
+  // ── agent operations (owner-scoped) ───────────────────────────────────────
+
+  async create(agent: string, input: unknown): Promise<MissionView> {
+    const req = schema.parseInput(MissionCreateInput, input);
+    const target = req.target ?? "local";
+    if (target !== "local") {
+      throw new TermadaError("NOT_SUPPORTED", `Target "${target}" is not available`, {
+        hint: "Missions run on target local; remote servers arrive with remote sessions",
+      });
+    }
+    const active = this.#store.missions.countActive(agent);
+    if (active >= MISSION_LIMITS.activePerAgent) {
+      throw new TermadaError(
+        "QUOTA_EXCEEDED",
+        `Too many open missions: ${active} of ${MISSION_LIMITS.activePerAgent}`,
+        { hint: "Finish, fail or cancel a mission first (mission_update status)" },
+      );
+    }
+    const id = newId("msn");
+    const workspace = req.workspace ?? id;
+    const title = req.title ?? firstLine(req.goal, MISSION_LIMITS.title);
+    const session = await this.#engine.createSession(agent, {
+      workspace,
+      ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
+      ...(req.shell === undefined ? {} : { shell: req.shell }),
+    });
+    try {
+      this.#store.missions.create(
+        { id, owner: agent, title, goal: req.goal, target, workspace },
+        req.plan,
+        session.session_id,
+      );
+    } catch (err) {
+      await this.#engine.closeSession(agent, { session_id: session.session_id }).catch(() => {});
+      throw err;
+    }
+    this.#adoptSessionRecord(id, session.session_id);
+    this.#audit.record({ kind: "agent", id: agent }, "mission.created", {
+      mission_id: id,
+      session_id: session.session_id,
+      title,
+      goal: req.goal,
+      plan: req.plan,
+      target,
+      workspace,
+    });
+    return this.#view(this.#own(agent, id), MISSION_LIMITS.timelineInView);
+  }
+
+  get(agent: string, input: unknown): MissionView {
+    const { mission_id } = schema.parseInput(MissionIdInput, input);
+    return this.#view(this.#own(agent, mission_id), MISSION_LIMITS.timelineInView);
+  }
+
+  list(agent: string, input: unknown = {}): { missions: MissionSummary[] } {
+    return this.#list(agent, input);
+  }
+
+  update(agent: string, input: unknown): Promise<MissionView> {
+    const req = schema.parseInput(MissionUpdateInput, input ?? {});
+    const m = this.#own(agent, req.mission_id);
+    return this.#update({ kind: "agent", id: agent }, m, req);
+  }
+
+  async resume(agent: string, input: unknown): Promise<MissionView> {
+    const { mission_id } = schema.parseInput(MissionIdInput, input);
+    const m = this.#own(agent, mission_id);
+    if (m.status !== "interrupted") {
+      throw invalidArgument(
+        `Mission ${m.id} is ${m.status}: only an interrupted mission can be resumed`,
+        m.session_id ? `Keep working in its session ${m.session_id}` : undefined,
+      );
+    }
+    const attempts = this.#store.missions.sessions(m.id).length;
+    if (attempts >= MISSION_LIMITS.attempts) {
+      throw new TermadaError(
+        "QUOTA_EXCEEDED",
+        `Mission ${m.id} already had ${attempts} session attempts`,
+        { hint: "Fail or cancel it and create a new mission" },
+      );
+    }
+    this.#claim(m.id);
+    try {
+      const session = await this.#engine.createSession(agent, { workspace: m.workspace });
+      let attempt: number;
+      try {
+        attempt = this.#store.missions.addSession(m.id, session.session_id);
+      } catch (err) {
+        await this.#engine.closeSession(agent, { session_id: session.session_id }).catch(
+          () => {},
+        );
+        throw err;
+      }
+      this.#adoptSessionRecord(m.id, session.session_id);
+      this.#audit.record({ kind: "agent", id: agent }, "mission.resumed", {
+        mission_id: m.id,
+        session_id: session.session_id,
+        attempt,
+      });
+      this.#setStatus(m.id, "running", { kind: "agent", id: agent }, "resumed in a fresh session");
+      return this.#view(this.#own(agent, m.id), MISSION_LIMITS.timelineInView);
+    } finally {
+      this.#busy.delete(m.id);
+    }
+  }
+
+  report(agent: string, input: unknown): MissionReport {
+    const { mission_id } = schema.parseInput(MissionReportInput, input);
+    return this.#report({ kind: "agent", id: agent }, this.#own(agent, mission_id));
+  }
+
+  // ── operator operations (every agent's missions) ──────────────────────────
+
+  listAll(input: unknown = {}): { missions: MissionSummary[] } {
+    return this.#list(undefined, input);
+  }
+
+  getAny(id: string): MissionView {
+    return this.#view(this.#any(id), MISSION_LIMITS.timeline);
+  }
+
+  reportAny(operator: Actor, id: string): MissionReport {
+    return this.#report(operator, this.#any(id));
+  }
+
+  cancelAny(operator: Actor, id: string, input: unknown = {}): Promise<MissionView> {
+    const req = schema.parseInput(MissionCancelInput, input ?? {});
+    const m = this.#any(id);
+    return this.#update(operator, m, {
+      mission_id: m.id,
+      status: "cancelled",
+      ...(req.reason === undefined ? {} : { note: req.reason }),
+    });
+  }
+
+  // ── internals ─────────────────────────────────────────────────────────────
+
+  #own(agent: string, id: string): MissionRow {
+    const m = this.#store.missions.get(id);
+    if (!m || m.owner !== agent) throw notFound("mission", id);
+    return m;
+  }
+
+  #any(id: string): MissionRow {
+    const { mission_id } = schema.parseInput(MissionIdInput, { mission_id: id });
+    const m = this.#store.missions.get(mission_id);
+    if (!m) throw notFound("mission", id);
+    return m;
+  }
+
+  #claim(id: string): void {
+    if (this.#busy.has(id)) {
+      throw new TermadaError("SESSION_BUSY", `Mission ${id} is being changed by another call`, {
+        retriable: true,
+        hint: "Retry in a moment",
+      });
+    }
+    this.#busy.add(id);
+  }
+
+  #list(owner: string | undefined, input: unknown): { missions: MissionSummary[] } {
+    const req = schema.parseInput(MissionListInput, input ?? {});
+    const rows = this.#store.missions.list({
+      ...(owner === undefined ? {} : { owner }),
+      ...(req.status === undefined ? {} : { status: req.status }),
+      limit: req.limit ?? 50,
+    });
+    const pending = this.#engine.pendingApprovals();
+    return {
+      missions: rows.map((m) => {
+        const sessions = this.#sessionIds(m.id);
+        return missionSummary(
+          m,
+          this.#store.missions.steps(m.id),
+          pending.filter((p) => sessions.has(p.session_id)).length,
+        );
+      }),
+    };
+  }
+
+  #sessionIds(missionId: string): Set<string> {
+    return new Set(this.#store.missions.sessions(missionId).map((s) => s.session_id));
+  }
+
+  #pending(missionId: string): PendingApproval[] {
+    const sessions = this.#sessionIds(missionId);
+    return this.#engine.pendingApprovals().filter((p) => sessions.has(p.session_id));
+  }
+
+  #view(m: MissionRow, timeline: number): MissionView {
+    const pending: PendingView[] = this.#pending(m.id).map((p) => ({
+      approval_id: p.approval_id,
+      job_id: p.job_id,
+      command: p.command,
+      requested_at: p.requested_at,
+    }));
+    return missionView(m, {
+      steps: this.#store.missions.steps(m.id),
+      sessions: this.#store.missions.sessions(m.id),
+      pending,
+      timeline: this.#store.missions.timeline(m.id, timeline),
+    });
+  }
+
+  async #update(actor: Actor, m: MissionRow, req: MissionUpdateInput): Promise<MissionView> {
+    if (TERMINAL.has(m.status)) {
+      throw invalidArgument(
+        `Mission ${m.id} is ${m.status}: a finished mission cannot change`,
+        "Create a new mission for more work",
+      );
+    }
+    const hasStepChange = req.step_status !== undefined || req.job_id !== undefined;
+    if (
+      !hasStepChange && req.note === undefined && req.status === undefined &&
+      req.summary === undefined
+    ) {
+      throw invalidArgument(
+        "Nothing to update: give step_id with step_status, a note, a summary or a status",
+      );
+    }
+    if (hasStepChange && req.step_id === undefined) {
+      throw invalidArgument("step_status and job_id need a step_id (s1, s2, …)");
+    }
+    if (req.job_id !== undefined && req.step_status === undefined) {
+      throw invalidArgument("job_id needs a step_status (passed, failed or running)");
+    }
+    if (this.#busy.has(m.id)) this.#claim(m.id); // throws SESSION_BUSY
+    const steps = this.#store.missions.steps(m.id);
+    const idx = req.step_id === undefined ? undefined : Number(req.step_id.slice(1));
+    const step = idx === undefined ? undefined : steps.find((s) => s.idx === idx);
+    if (idx !== undefined && !step) {
+      throw invalidArgument(
+        `Mission ${m.id} has no step ${req.step_id}: its plan has ${steps.length} steps`,
+      );
+    }
+    // Step change, checked against the runtime before anything is written.
+    let evidence: JobEvidence | null | undefined;
+    if (step && req.step_status !== undefined) {
+      const s = req.step_status;
+      if (s === "passed" && req.job_id === undefined) {
+        throw invalidArgument(
+          `Step ${req.step_id} can only pass with the job_id of the job that proves it`,
+          "Run the step's check in the mission's session, then pass its job_id",
+        );
+      }
+      if ((s === "skipped" || s === "pending") && req.job_id !== undefined) {
+        throw invalidArgument(`A ${s} step takes no job_id`);
+      }
+      evidence = req.job_id === undefined
+        ? (s === "pending" ? null : undefined)
+        : this.#evidence(m, req.job_id, s === "passed");
+    }
+    // Status change, checked on the plan as it will be.
+    if (req.status === "succeeded") {
+      const after = steps.map((s) =>
+        s.idx === idx && req.step_status !== undefined ? { ...s, status: req.step_status } : s
+      );
+      this.#checkSuccess(m, after);
+    }
+    // Audited before it is written: the log never misses a change.
+    const data: Record<string, unknown> = { mission_id: m.id };
+    if (req.step_id !== undefined) data.step_id = req.step_id;
+    if (req.step_status !== undefined) data.step_status = req.step_status;
+    if (req.job_id !== undefined) data.job_id = req.job_id;
+    if (evidence) {
+      data.evidence = {
+        status: evidence.status,
+        exit_code: evidence.exit_code,
+        output_sha256: evidence.output_sha256,
+      };
+    }
+    if (req.note !== undefined) data.note = req.note;
+    if (req.summary !== undefined) data.summary = req.summary;
+    if (req.status !== undefined) data.status = req.status;
+    this.#audit.record(actor, "mission.updated", data);
+    if (step && (req.step_status !== undefined || req.note !== undefined)) {
+      this.#store.missions.updateStep(m.id, step.idx, {
+        ...(req.step_status === undefined ? {} : { status: req.step_status }),
+        ...(req.step_status === undefined ? {} : {
+          job_id: evidence ? evidence.job_id : null,
+          evidence: evidence ? { ...evidence } : null,
+        }),
+        ...(req.note === undefined ? {} : { note: req.note }),
+      });
+      if (req.step_status === "running" && m.status === "planned") {
+        this.#setStatus(m.id, "running", actor, `step ${req.step_id} started`);
+      }
+    }
+    if (req.summary !== undefined) this.#store.missions.update(m.id, { summary: req.summary });
+    if (req.status !== undefined) {
+      await this.#finish(actor, m, req.status, req.note);
+    }
+    return this.#view(this.#any(m.id), MISSION_LIMITS.timelineInView);
+  }
+
+  /** The runtime's check of a job offered as evidence; the snapshot kept with the step. */
+  #evidence(m: MissionRow, jobId: string, mustPass: boolean): JobEvidence {
+    let job: Job;
+    try {
+      job = this.#engine.jobOf(m.owner, jobId);
+    } catch (err) {
+      if (err instanceof TermadaError && err.code === "NOT_FOUND") {
+        throw new TermadaError("NOT_FOUND", `No job "${jobId}" of yours`, {
+          hint: "Pass the job_id an exec_run/exec_start result gave you in this mission's session",
+        });
+      }
+      throw err;
+    }
+    const sessions = this.#sessionIds(m.id);
+    if (!sessions.has(job.sessionId)) {
+      throw invalidArgument(
+        `Job ${jobId} ran in ${
+          job.sessionId === "background" ? "no session" : `session ${job.sessionId}`
+        }, not in a session of mission ${m.id}`,
+        `Run the step's command with exec_run {session: "${
+          m.session_id ?? [...sessions].pop()
+        }"} and pass that job`,
+      );
+    }
+    if (mustPass) {
+      if (!job.final) {
+        throw new TermadaError(
+          "INVALID_ARGUMENT",
+          `Job ${jobId} is still ${job.status}: a step passes only on a job that ended`,
+          { retriable: true, hint: `Wait for it: exec_wait {job_id: "${jobId}"}` },
+        );
+      }
+      if (job.status !== "exited") {
+        throw invalidArgument(
+          `Job ${jobId} ended ${job.status}${
+            job.reason ? ` (${job.reason})` : ""
+          }: a step passes only on a job that exited with code 0`,
+        );
+      }
+      if (job.exitCode !== 0) {
+        throw invalidArgument(
+          `Job ${jobId} exited with code ${job.exitCode}: a step passes only on exit code 0`,
+          "Mark the step failed with this job, or fix the problem and run the check again",
+        );
+      }
+    }
+    const row = this.#store.getJob(jobId);
+    const approval = this.#store.approvalOfJob(jobId);
+    const ev: JobEvidence = {
+      job_id: job.id,
+      session_id: job.sessionId,
+      command: [...job.command],
+      status: job.status,
+      started_at: iso(job.startedAt),
+      duration_ms: job.durationMs,
+      output_bytes: row?.output_bytes ?? job.buffer.totalBytes,
+      output_sha256: row?.output_sha256 ?? null,
+      checked_at: iso(this.#clock.now()),
+    };
+    if (job.exitCode !== undefined) ev.exit_code = job.exitCode;
+    if (job.signal !== undefined) ev.signal = job.signal;
+    if (job.cwd !== undefined) ev.cwd = job.cwd;
+    if (job.endedAt !== undefined) ev.ended_at = iso(job.endedAt);
+    if (approval) {
+      ev.approval = {
+        approval_id: approval.id,
+        status: approval.status,
+        decided_by: approval.decided_by,
+        decided_at: approval.decided_at === null ? null : iso(approval.decided_at),
+        rule: approval.rule,
+      };
+    }
+    return ev;
+  }
+
+  #checkSuccess(m: MissionRow, steps: readonly Pick<StepRow, "idx" | "status">[]): void {
+    const open = steps.filter((s) => s.status !== "passed" && s.status !== "skipped");
+    if (open.length > 0) {
+      throw invalidArgument(
+        `Mission ${m.id} cannot succeed: ${
+          open.map((s) => `${stepId(s.idx)} is ${s.status}`).join(", ")
+        }`,
+        "Every step must be passed (with its job) or skipped",
+      );
+    }
+    if (!steps.some((s) => s.status === "passed")) {
+      throw invalidArgument(
+        `Mission ${m.id} cannot succeed: no step passed with runtime evidence`,
+      );
+    }
+    const sessions = this.#sessionIds(m.id);
+    const active = this.#engine.listJobs(m.owner, { filter: "active", limit: 200 }).jobs
+      .filter((j) => sessions.has(j.session_id) && ACTIVE_JOB.has(j.status));
+    if (active.length > 0) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Mission ${m.id} cannot succeed while ${
+          active.map((j) => `${j.job_id} is ${j.status}`).join(", ")
+        }`,
+        { retriable: true, hint: "Wait for the job to end or kill it, then try again" },
+      );
+    }
+  }
+
+  async #finish(
+    actor: Actor,
+    m: MissionRow,
+    status: "succeeded" | "failed" | "cancelled",
+    reason?: string,
+  ): Promise<void> {
+    const current = this.#any(m.id);
+    this.#setStatus(m.id, status, actor, reason ?? `${actor.kind} ${actor.id} set it`);
+    this.#store.missions.update(m.id, { ended_at: this.#clock.now() });
+    // The mission's terminal is closed: its work is over (a job still running ends killed).
+    if (current.session_id !== null) {
+      try {
+        await this.#engine.closeSession(m.owner, { session_id: current.session_id });
+      } catch (err) {
+        if (!(err instanceof TermadaError && err.code === "NOT_FOUND")) throw err;
+      }
+    }
+  }
+
+  /** Changes the status (audited first); no-op when it is already `to`. */
+  #setStatus(id: string, to: MissionStatus, actor: Actor, reason: string): void {
+    const m = this.#store.missions.get(id);
+    if (!m || m.status === to) return;
+    this.#audit.record(actor, "mission.status", { mission_id: id, from: m.status, to, reason });
+    this.#store.missions.update(id, { status: to });
+  }
+
+  #report(actor: Actor, m: MissionRow): MissionReport {
+    const evidence = buildEvidence(m, {
+      steps: this.#store.missions.steps(m.id),
+      sessions: this.#store.missions.sessions(m.id),
+      records: this.#store.missions.records(m.id),
+    }, this.#clock.now());
+    const markdown = renderMarkdown(evidence);
+    const sha256 = sha256Hex(markdown);
+    const evidenceSha = sha256Hex(JSON.stringify(evidence));
+    this.#audit.record(actor, "mission.reported", {
+      mission_id: m.id,
+      sha256,
+      evidence_sha256: evidenceSha,
+      bytes: new TextEncoder().encode(markdown).length,
+    });
+    this.#store.missions.update(m.id, { report_sha256: sha256 });
+    return {
+      mission_id: m.id,
+      sha256,
+      evidence_sha256: evidenceSha,
+      audit_seq: this.#lastReportSeq.get(m.id) ?? null,
+      markdown,
+      evidence,
+    };
+  }
+
+  /** The session.created record of a mission's new session (written before the mission row). */
+  #adoptSessionRecord(missionId: string, sessionId: string): void {
+    const e = this.#recentSessions.get(sessionId);
+    this.#recentSessions.delete(sessionId);
+    if (e) this.#keep(missionId, e);
+  }
+
+  #missionOf(e: BusEvent): string | undefined {
+    const d = e.data;
+    if (typeof d.mission_id === "string") return d.mission_id;
+    const m = this.#store.missions;
+    if (typeof d.session_id === "string") {
+      const row = m.sessionRow(d.session_id);
+      if (row) return row.mission_id;
+    }
+    if (typeof d.job_id === "string" && /^job_[0-9a-z]{12}$/.test(d.job_id)) {
+      const job = this.#store.getJob(d.job_id);
+      if (job) return m.sessionRow(job.session_id)?.mission_id;
+    }
+    if (typeof d.approval_id === "string" && /^apr_[0-9a-z]{12}$/.test(d.approval_id)) {
+      const a = this.#store.getApproval(d.approval_id);
+      if (a) return m.sessionRow(a.session_id)?.mission_id;
+    }
+    return undefined;
+  }
+
+  #keep(missionId: string, e: BusEvent): void {
+    const { actor, audit_seq, audit_hash, ...data } = e.data;
+    if (typeof audit_seq !== "number" || typeof audit_hash !== "string") return;
+    this.#store.missions.addRecord({
+      mission_id: missionId,
+      seq: audit_seq,
+      hash: audit_hash,
+      event: e.type,
+      at: Date.parse(e.time),
+      actor: (actor ?? { kind: "system", id: "termada" }) as { kind: string; id: string },
+      data,
+      timeline: TIMELINE_EVENTS.has(e.type),
+    }, { timeline: MISSION_LIMITS.timeline, anchors: MISSION_LIMITS.anchors });
+  }
+
+  /** Every audit record, as the bus mirrors it (synchronously, in order). */
+  #observe(e: BusEvent): void {
+    try {
+      if (e.type === "session.created" && typeof e.data.session_id === "string") {
+        this.#recentSessions.set(e.data.session_id, e);
+        if (this.#recentSessions.size > RECENT_SESSION_EVENTS) {
+          this.#recentSessions.delete(this.#recentSessions.keys().next().value!);
+        }
+      }
+      const missionId = this.#missionOf(e);
+      if (missionId === undefined) return;
+      this.#keep(missionId, e);
+      if (e.type === "mission.reported" && typeof e.data.audit_seq === "number") {
+        this.#lastReportSeq.set(missionId, e.data.audit_seq);
+        if (this.#lastReportSeq.size > 1024) this.#lastReportSeq.clear();
+      }
+      // Derived changes are audited too: after this record has reached every listener.
+      if (REACTS_TO.has(e.type)) queueMicrotask(() => this.#react(missionId, e));
+    } catch (err) {
+      log.error("could not keep a mission record", { event: e.type, error: err });
+    }
+  }
+
+  #react(missionId: string, e: BusEvent): void {
+    try {
+      const m = this.#store.missions.get(missionId);
+      if (!m) return;
+      const system: Actor = { kind: "system", id: "termada" };
+      switch (e.type) {
+        case "job.requested":
+          if (m.status === "planned") this.#setStatus(m.id, "running", system, "a job started");
+          break;
+        case "approval.requested":
+          if (m.status === "planned" || m.status === "running") {
+            this.#setStatus(
+              m.id,
+              "needs_attention",
+              system,
+              `approval ${e.data.approval_id} waits`,
+            );
+          }
+          break;
+        case "approval.resolved":
+          if (m.status === "needs_attention" && this.#pending(m.id).length === 0) {
+            this.#setStatus(m.id, "running", system, `approval ${e.data.approval_id} decided`);
+          }
+          break;
+        case "session.closed": {
+          const sid = String(e.data.session_id);
+          this.#store.missions.endSession(sid, String(e.data.reason ?? "closed"));
+          if (m.session_id !== sid) break;
+          this.#store.missions.update(m.id, { session_id: null });
+          if (!TERMINAL.has(m.status) && m.status !== "interrupted") {
+            this.#setStatus(
+              m.id,
+              "interrupted",
+              system,
+              `its session closed: ${e.data.reason ?? "closed"}`,
+            );
+          }
+          break;
+        }
+      }
+    } catch (err) {
+      log.error("could not update a mission", { mission: missionId, event: e.type, error: err });
+    }
+  }
+}
+
+const REACTS_TO = new Set([
+  "job.requested",
+  "approval.requested",
+  "approval.resolved",
+  "session.closed",
+]);
+
+function firstLine(text: string, max: number): string {
+  const line = text.trim().split(/\r?\n/)[0]!.trim();
+  return line.length > max ? line.slice(0, max - 1) + "…" : line;
+}
+
+function sha256Hex(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}

@@ -1,0 +1,280 @@
+/**
+ * The JSON shapes of a mission as agents and operators see them (docs/MISSION.md), built from
+ * the store's rows. Times are ISO-8601.
+ */
+import type {
+  MissionRecordRow,
+  MissionRow,
+  MissionSessionRow,
+  MissionStatus,
+  StepRow,
+  StepStatus,
+} from "../store/mod.ts";
+
+export interface ApprovalEvidence {
+  approval_id: string;
+  status: string;
+  decided_by: string | null;
+  decided_at: string | null;
+  rule: string | null;
+}
+
+export interface JobEvidence {
+  job_id: string;
+  session_id: string;
+  command: string[];
+  status: string;
+  exit_code?: number;
+  signal?: string;
+  cwd?: string;
+  started_at: string;
+  ended_at?: string;
+  duration_ms: number;
+  output_bytes: number;
+  /** SHA-256 of the job's whole recorded (cleaned, redacted) output; null if not recorded. */
+  output_sha256: string | null;
+  approval?: ApprovalEvidence;
+  /** When the runtime checked the job (the step was marked). */
+  checked_at: string;
+}
+
+export interface StepView {
+  step_id: string;
+  index: number;
+  text: string;
+  status: StepStatus;
+  job_id?: string;
+  /** True only for a passed step whose job the runtime checked (exited 0 in a mission session). */
+  verified: boolean;
+  note?: string;
+  evidence?: JobEvidence;
+  updated_at: string;
+}
+
+export interface Progress {
+  total: number;
+  passed: number;
+  failed: number;
+  skipped: number;
+  running: number;
+  pending: number;
+}
+
+export interface PendingView {
+  approval_id: string;
+  job_id: string;
+  command: string[];
+  requested_at: string;
+}
+
+export interface TimelineEntry {
+  seq: number;
+  time: string;
+  event: string;
+  actor: { kind: string; id: string };
+  summary: string;
+  data: Record<string, unknown>;
+}
+
+export interface MissionView {
+  mission_id: string;
+  title: string;
+  goal: string;
+  target: string;
+  workspace: string;
+  status: MissionStatus;
+  owner: string;
+  session_id: string | null;
+  sessions: {
+    session_id: string;
+    attempt: number;
+    started_at: string;
+    ended_at?: string;
+    end_reason?: string;
+  }[];
+  steps: StepView[];
+  progress: Progress;
+  pending_approvals: PendingView[];
+  summary?: string;
+  created_at: string;
+  updated_at: string;
+  ended_at?: string;
+  timeline: TimelineEntry[];
+  timeline_total: number;
+  timeline_dropped: number;
+  anchors_dropped: number;
+  report_sha256?: string;
+}
+
+export interface MissionSummary {
+  mission_id: string;
+  title: string;
+  status: MissionStatus;
+  owner: string;
+  session_id: string | null;
+  progress: Progress;
+  pending_approvals: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export const iso = (ms: number): string => new Date(ms).toISOString();
+
+export function stepId(idx: number): string {
+  return `s${idx}`;
+}
+
+export function stepView(s: StepRow): StepView {
+  const v: StepView = {
+    step_id: stepId(s.idx),
+    index: s.idx,
+    text: s.text,
+    status: s.status,
+    verified: s.status === "passed" && s.evidence !== null,
+    updated_at: iso(s.updated_at),
+  };
+  if (s.job_id !== null) v.job_id = s.job_id;
+  if (s.note !== null) v.note = s.note;
+  if (s.evidence !== null) v.evidence = s.evidence as unknown as JobEvidence;
+  return v;
+}
+
+export function progressOf(steps: readonly { status: StepStatus }[]): Progress {
+  const p: Progress = {
+    total: steps.length,
+    passed: 0,
+    failed: 0,
+    skipped: 0,
+    running: 0,
+    pending: 0,
+  };
+  for (const s of steps) p[s.status]++;
+  return p;
+}
+
+const short = (v: unknown, max = 160): string => {
+  const s = Array.isArray(v) ? v.join(" ") : String(v ?? "");
+  return s.length > max ? s.slice(0, max - 1) + "…" : s;
+};
+
+/** One line a person reads for a runtime event of the mission. */
+export function summarize(event: string, d: Record<string, unknown>): string {
+  const job = d.job_id ? String(d.job_id) : "";
+  switch (event) {
+    case "job.requested":
+      return `${job} admitted: ${short(d.command)}`;
+    case "job.finished":
+      return `${job} ${d.status}${d.exit_code === undefined ? "" : ` ${d.exit_code}`}${
+        d.signal ? ` (${d.signal})` : ""
+      } after ${d.duration_ms ?? "?"} ms, ${d.output_bytes ?? 0} bytes of output`;
+    case "approval.requested":
+      return `${job} waits for approval ${d.approval_id}: ${short(d.command)}`;
+    case "approval.resolved":
+      return `approval ${d.approval_id} ${
+        d.approved ? "approved" : d.reason === "expired" ? "expired" : "denied"
+      }${d.actor_id ? ` by ${d.actor_id}` : ""}`;
+    case "policy.denied":
+      return `${job} denied by policy: ${
+        short((d.decision as { reason?: string } | undefined)?.reason ?? "")
+      }`;
+    case "admission.refused":
+      return `${job} refused: ${short(d.reason)}`;
+    case "input.written":
+      return `input typed into ${job} (${short(d.reader, 40)}): ${short(d.line, 80)}`;
+    case "input.auto_answered":
+      return `policy answered a prompt of ${job}`;
+    case "session.created":
+      return `session ${d.session_id} opened (${d.shell ?? "shell"}, ${d.cwd ?? ""})`;
+    case "session.closed":
+      return `session ${d.session_id} closed: ${short(d.reason)}`;
+    case "session.takeover":
+      return `operator took over session ${d.session_id}`;
+    case "session.release":
+      return `operator released session ${d.session_id}`;
+    case "operator.input":
+      return `operator typed ${d.bytes ?? "?"} bytes into ${d.session_id}`;
+    case "job.killed_by_operator":
+      return `operator killed ${job}`;
+    case "mission.status":
+      return `status ${d.from} → ${d.to}${d.reason ? `: ${short(d.reason)}` : ""}`;
+    case "mission.resumed":
+      return `resumed in a fresh session ${d.session_id} (attempt ${d.attempt}); nothing of the old terminal state carried over`;
+    default:
+      return event;
+  }
+}
+
+export function timelineEntry(r: MissionRecordRow): TimelineEntry {
+  const actor = r.actor;
+  return {
+    seq: r.seq,
+    time: iso(r.at),
+    event: r.event,
+    actor,
+    summary: summarize(r.event, { ...r.data, actor_id: `${actor.kind}:${actor.id}` }),
+    data: r.data,
+  };
+}
+
+export function sessionViews(rows: readonly MissionSessionRow[]): MissionView["sessions"] {
+  return rows.map((s) => ({
+    session_id: s.session_id,
+    attempt: s.attempt,
+    started_at: iso(s.started_at),
+    ...(s.ended_at === null ? {} : { ended_at: iso(s.ended_at) }),
+    ...(s.end_reason === null ? {} : { end_reason: s.end_reason }),
+  }));
+}
+
+export function missionView(
+  m: MissionRow,
+  parts: {
+    steps: StepRow[];
+    sessions: MissionSessionRow[];
+    pending: PendingView[];
+    timeline: MissionRecordRow[];
+  },
+): MissionView {
+  const v: MissionView = {
+    mission_id: m.id,
+    title: m.title,
+    goal: m.goal,
+    target: m.target,
+    workspace: m.workspace,
+    status: m.status,
+    owner: m.owner,
+    session_id: m.session_id,
+    sessions: sessionViews(parts.sessions),
+    steps: parts.steps.map(stepView),
+    progress: progressOf(parts.steps),
+    pending_approvals: parts.pending,
+    created_at: iso(m.created_at),
+    updated_at: iso(m.updated_at),
+    timeline: parts.timeline.map(timelineEntry),
+    timeline_total: m.timeline_count,
+    timeline_dropped: m.timeline_dropped,
+    anchors_dropped: m.anchors_dropped,
+  };
+  if (m.summary !== null) v.summary = m.summary;
+  if (m.ended_at !== null) v.ended_at = iso(m.ended_at);
+  if (m.report_sha256 !== null) v.report_sha256 = m.report_sha256;
+  return v;
+}
+
+export function missionSummary(
+  m: MissionRow,
+  steps: readonly StepRow[],
+  pending: number,
+): MissionSummary {
+  return {
+    mission_id: m.id,
+    title: m.title,
+    status: m.status,
+    owner: m.owner,
+    session_id: m.session_id,
+    progress: progressOf(steps),
+    pending_approvals: pending,
+    created_at: iso(m.created_at),
+    updated_at: iso(m.updated_at),
+  };
+}

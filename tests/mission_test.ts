@@ -95,7 +95,10 @@ Deno.test("mission steps pass only on a job of the mission's session that exited
     assert.equal(wrong.code, "INVALID_ARGUMENT");
     assert.match(wrong.message, /not in a session of mission/);
     // A non-zero exit.
-    const bad = await call(c, "exec_run", { command: ["sh", "-c", "exit 3"], session: m.session_id });
+    const bad = await call(c, "exec_run", {
+      command: ["sh", "-c", "exit 3"],
+      session: m.session_id,
+    });
     assert.equal(bad.exit_code, 3);
     assert.match(
       (await errorOf(c, "mission_update", {
@@ -428,6 +431,62 @@ Deno.test("a restart interrupts a live mission; resume opens a fresh session and
     const rep = await call(c, "mission_report", { mission_id: m.mission_id });
     assert.match(String(rep.markdown), /attempt 2/);
     assert.match(String(rep.markdown), /fresh shell/);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
+Deno.test("a closed mission session interrupts the mission; an operator can cancel one", async () => {
+  const home = await homeWith();
+  try {
+    await using d = await startDaemon(home);
+    await using c = await stdioClient(home, ["--agent", "dev"]);
+    const m = await newMission(c, ["Look around"]);
+    const first = await call(c, "mission_get", { mission_id: m.mission_id });
+    assert.deepEqual(
+      (first.timeline as { event: string }[]).map((t) => t.event),
+      ["session.created"],
+      "the session's opening is part of the mission",
+    );
+    await call(c, "session_close", { session_id: m.session_id });
+    const closed = await call(c, "mission_get", { mission_id: m.mission_id });
+    assert.equal(closed.status, "interrupted");
+    assert.equal(closed.session_id, null);
+    const resumed = await call(c, "mission_resume", { mission_id: m.mission_id });
+    assert.equal(resumed.status, "running");
+
+    // The operator cancels: audited, the running job is killed with the session.
+    const slow = await call(c, "exec_start", {
+      command: ["sleep 60"],
+      session: resumed.session_id,
+    });
+    const token = (await Deno.readTextFile(`${home}/token`)).trim();
+    const res = await fetch(`http://127.0.0.1:${d.port}/api/missions/${m.mission_id}/cancel`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "x-termada-operator": "alice" },
+      body: JSON.stringify({ reason: "wrong machine" }),
+    });
+    assert.equal(res.status, 200);
+    const cancelled = await res.json() as S;
+    assert.equal(cancelled.status, "cancelled");
+    const job = await call(c, "exec_poll", { job_id: slow.job_id });
+    assert.equal(job.status, "killed");
+    const events = cancelled.timeline as { event: string; summary: string; actor: S }[];
+    const last = events.filter((e) => e.event === "mission.status").pop()!;
+    assert.equal(last.summary, "status running → cancelled: wrong machine");
+    assert.deepEqual(last.actor, { kind: "operator", id: "alice" });
+    // Unauthenticated and unknown requests are refused with typed errors.
+    const anon = await fetch(`http://127.0.0.1:${d.port}/api/missions`);
+    assert.equal(anon.status, 401);
+    await anon.body?.cancel();
+    const missing = await fetch(`http://127.0.0.1:${d.port}/api/missions/msn_zzzzzzzzzzzz`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(missing.status, 404);
+    assert.equal((await missing.json() as { error: S }).error.code, "NOT_FOUND");
+    const cli = await termada(home, ["mission", "list"]);
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.match(cli.stdout, new RegExp(`${m.mission_id}\\s+cancelled`));
   } finally {
     await Deno.remove(home, { recursive: true });
   }

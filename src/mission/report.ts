@@ -204,7 +204,8 @@ export function renderMarkdown(ev: Evidence): string {
       : s.evidence
       ? "job attached"
       : "no evidence";
-    out.push(`- **${s.step_id}** ${cell(s.text)} — ${s.status} (${mark})`);
+    // The runtime's verdict comes first; the agent's wording of the step after it.
+    out.push(`- **${s.step_id}** ${s.status} · **${mark}** · step: ${cell(s.text)}`);
     if (s.evidence) out.push(...evidenceLines(s.evidence));
     if (s.note !== undefined) out.push(`  - note, claimed by the agent: ${cell(s.note)}`);
   }

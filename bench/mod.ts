@@ -7,6 +7,8 @@
  *   (e) policy decision time, typical commands and a 10 KB script
  *   (f) audit appends per second, with and without fsync
  *   (g) dashboard keystroke-to-echo latency in headless Chromium, and the bundle size
+ *   (h) missions through the daemon: step verification, mission_get, and the evidence report of
+ *       a mission with a full timeline; a 50 MB job through the daemon's spool + output hash
  * Prints plain lines (median, p99, MB/s, RSS). No thresholds fail here: targets are printed next
  * to the figures. Set BENCH_QUICK=1 for a short smoke run.
  */
@@ -303,6 +305,99 @@ await engine.shutdown();
 }
 
 await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
+
+// ── (h) missions ────────────────────────────────────────────────────────────
+{
+  const home = await Deno.makeTempDir({ prefix: "termada-bench-home-" });
+  const daemon = await Daemon.start({
+    env: { ...Deno.env.toObject(), HOME: home },
+    home,
+    version: "bench",
+    bind: "127.0.0.1:0",
+  });
+  const sock = socketFetch(daemon.paths.socketPath);
+  const client = new Client({ name: "bench", version: "1" });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL("http://termada/mcp"), {
+      fetch: sock.fetch,
+      requestInit: { headers: { "x-termada-agent": "bench" } },
+    }),
+  );
+  const tool = async (name: string, args: Record<string, unknown>) => {
+    const r = await client.callTool({ name, arguments: args });
+    if (r.isError) throw new Error(`${name}: ${JSON.stringify(r.structuredContent)}`);
+    return r.structuredContent as Record<string, unknown>;
+  };
+  const m = await tool("mission_create", {
+    goal: "bench",
+    plan: Array.from({ length: 24 }, (_, i) => `step ${i + 1}`),
+  });
+  const session = m.session_id as string;
+  const upd: number[] = [];
+  for (let i = 1; i <= 24; i++) {
+    const j = await tool("exec_run", { command: ["true"], session });
+    const t0 = performance.now();
+    await tool("mission_update", {
+      mission_id: m.mission_id,
+      step_id: `s${i}`,
+      step_status: "passed",
+      job_id: j.job_id,
+    });
+    upd.push(performance.now() - t0);
+  }
+  // Fill the timeline past its bound: two records per job (requested, finished).
+  const fill = QUICK ? 100 : 600;
+  for (let i = 0; i < fill; i++) await tool("exec_run", { command: ["true"], session });
+  const gets: number[] = [];
+  for (let i = 0; i < 50; i++) {
+    const t0 = performance.now();
+    await tool("mission_get", { mission_id: m.mission_id });
+    gets.push(performance.now() - t0);
+  }
+  const reps: number[] = [];
+  let size = 0;
+  let anchors = 0;
+  for (let i = 0; i < (QUICK ? 5 : 20); i++) {
+    const t0 = performance.now();
+    const r = await tool("mission_report", { mission_id: m.mission_id });
+    reps.push(performance.now() - t0);
+    size = (r.markdown as string).length;
+    anchors = (r.evidence as { anchors: unknown[] }).anchors.length;
+  }
+  out(
+    `(h) mission_update step verified (exec job, audit fsync, SQLite): p50 ${
+      ms(pct(upd, 50))
+    }, p99 ${ms(pct(upd, 99))}`,
+  );
+  out(
+    `    mission_get (24 steps, 50 timeline entries): p50 ${ms(pct(gets, 50))}, p99 ${
+      ms(pct(gets, 99))
+    }`,
+  );
+  out(
+    `    mission_report (${anchors} anchors, ${
+      (size / 1024).toFixed(0)
+    } KiB Markdown + JSON): p50 ${ms(pct(reps, 50))}, p99 ${ms(pct(reps, 99))}`,
+  );
+  const big = QUICK ? 10_000_000 : 50_000_000;
+  const t0 = performance.now();
+  const y = await tool("exec_run", {
+    command: [`yes | head -c ${big}`],
+    session,
+    timeout_ms: 300_000,
+  });
+  const s = (performance.now() - t0) / 1000;
+  if (y.status !== "exited") throw new Error(`yes: ${y.status}`);
+  out(
+    `    ${big / 1e6} MB job through the daemon (clean, redact, spool, SHA-256): ${
+      (big / 1e6 / s).toFixed(1)
+    } MB/s`,
+  );
+  await client.close();
+  sock.close();
+  await daemon.stop("bench done");
+  await Deno.remove(home, { recursive: true }).catch(() => {});
+}
 
 // ── (g) dashboard keystroke-to-echo latency ─────────────────────────────────
 for (const line of await dashboardLatency(QUICK)) out(line);

@@ -553,7 +553,15 @@ export class MissionService {
       try {
         await this.#engine.closeSession(m.owner, { session_id: current.session_id });
       } catch (err) {
-        if (!(err instanceof TermadaError && err.code === "NOT_FOUND")) throw err;
+        // The mission has ended either way; a session that cannot close now (gone already, or
+        // held by an operator) stays the agent's to close.
+        if (!(err instanceof TermadaError && err.code === "NOT_FOUND")) {
+          log.warn("could not close the session of an ended mission", {
+            mission: m.id,
+            session: current.session_id,
+            error: err,
+          });
+        }
       }
     }
   }

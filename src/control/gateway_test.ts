@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { rejectsWith, testEngine } from "../engine/_test_util.ts";
+import { AuditLog } from "../audit/mod.ts";
+import { EventBus } from "../shared/mod.ts";
 import { Gateway, type PolicyVerdict } from "./mod.ts";
 
 /** A policy by substring: "forbidden" → deny, "needs-ok" → confirm, else allow. */
@@ -208,4 +210,32 @@ Deno.test("the policy's standing answers are typed at matching prompts and audit
   assert.equal(auto.data.answer, "yes");
   assert.equal(auto.data.prompt, "Continue? ");
   h.gateway.close();
+});
+
+Deno.test("the bus mirrors each record as the audit log wrote it: redacted, with its seq and hash", () => {
+  const dir = Deno.makeTempDirSync({ prefix: "termada-gw-bus-" });
+  try {
+    const log = AuditLog.open(dir, { redact: (t) => t.replaceAll("hunter2", "[REDACTED]") });
+    const bus = new EventBus(10);
+    const seen: Record<string, unknown>[] = [];
+    bus.subscribe((e) => seen.push(e.data));
+    const gateway = new Gateway({
+      policy: { decide: () => policy(""), decideLine: () => policy("") },
+      audit: log,
+      approvals: { insertApproval: () => {}, decideApproval: () => true },
+      bus,
+    });
+    gateway.record(OP, "operator.note", { text: "password hunter2" });
+    const rec = log.tail(1)[0]!;
+    log.close();
+    assert.equal(seen.length, 1);
+    assert.deepEqual(seen[0], {
+      actor: OP,
+      text: "password [REDACTED]",
+      audit_seq: rec.seq,
+      audit_hash: rec.hash,
+    });
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
 });

@@ -3,14 +3,16 @@
 /// <reference lib="dom" />
 /// <reference lib="dom.iterable" />
 /**
- * The Termada dashboard: connection state, every session as a live terminal (grouped by agent)
- * and the approval queue. All data comes from the token-protected operator API.
+ * The Termada dashboard: connection state, every session as a live terminal (grouped by agent),
+ * the approval queue, jobs, missions, activity, agents and policy. All data comes from the
+ * token-protected operator API.
  */
 import { render } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { followStream, type StreamState } from "./sse.ts";
 import { forgetToken, takeToken } from "./token.ts";
 import { SessionCard, type SessionInfo } from "./terminal.tsx";
+import { MissionsView } from "./missions.tsx";
 import {
   ActivityView,
   agentRows,
@@ -39,7 +41,14 @@ interface Approval {
 }
 
 type Conn = "live" | "reconnecting" | "offline";
-type Tab = "sessions" | "approvals" | "jobs" | "activity" | "agents" | "policy";
+type Tab = "sessions" | "approvals" | "missions" | "jobs" | "activity" | "agents" | "policy";
+
+/** `#/missions` or `#/missions/<id>`: the Missions tab (and mission) to open. */
+function missionFromHash(): { id?: string } | undefined {
+  const m = /^#\/missions(?:\/([^/]+))?$/.exec(location.hash);
+  if (!m) return undefined;
+  return m[1] ? { id: decodeURIComponent(m[1]) } : {};
+}
 
 interface Status {
   stopped: boolean;
@@ -93,7 +102,11 @@ function App(props: { token: string }): preact.JSX.Element {
   const [approvals, setApprovals] = useState<Approval[]>([]);
   const [busy, setBusy] = useState<Record<string, boolean>>({});
   const [error, setError] = useState<string | undefined>();
-  const [tab, setTab] = useState<Tab>("sessions");
+  const [tab, setTab] = useState<Tab>(() => missionFromHash() ? "missions" : "sessions");
+  // The mission open in the Missions tab (deep link: `#/missions/<id>`).
+  const [mission, setMission] = useState<string | undefined>(() => missionFromHash()?.id);
+  // Bumped on mission/job/approval/session events: the Missions view refetches (throttled).
+  const [missionPulse, setMissionPulse] = useState(0);
   const [jobs, setJobs] = useState<JobInfo[]>([]);
   const [events, setEvents] = useState<FeedEvent[]>([]);
   const [status, setStatus] = useState<Status>({ stopped: false });
@@ -155,6 +168,7 @@ function App(props: { token: string }): preact.JSX.Element {
         if (s === "live") {
           setConn("live");
           refresh();
+          setMissionPulse((n) => n + 1);
         } else if (s === "offline") {
           setConn("offline");
           if (detail === "HTTP 401") {
@@ -168,6 +182,9 @@ function App(props: { token: string }): preact.JSX.Element {
           m.event === "resync" ||
           /^(session|approval|job|stop_all|agent|admission|policy|input|operator)/.test(m.event)
         ) soon();
+        if (m.event === "resync" || /^(mission|job|approval|session)\./.test(m.event)) {
+          setMissionPulse((n) => n + 1);
+        }
         if (m.event === "resync") return;
         let e: FeedEvent;
         try {
@@ -268,6 +285,26 @@ function App(props: { token: string }): preact.JSX.Element {
     };
   }, [tab, token]);
 
+  // The address bar follows the Missions tab (`#/missions/<id>`), and the other way round.
+  useEffect(() => {
+    const want = tab === "missions"
+      ? `#/missions${mission ? `/${encodeURIComponent(mission)}` : ""}`
+      : "";
+    if (location.hash !== want) {
+      history.replaceState(null, "", location.pathname + location.search + want);
+    }
+  }, [tab, mission]);
+  useEffect(() => {
+    const onHash = () => {
+      const m = missionFromHash();
+      if (!m) return;
+      setTab("missions");
+      setMission(m.id);
+    };
+    addEventListener("hashchange", onHash);
+    return () => removeEventListener("hashchange", onHash);
+  }, []);
+
   // Keep the followed set to open sessions; fill free slots in display order.
   useEffect(() => {
     setFollowed((f) => {
@@ -282,6 +319,23 @@ function App(props: { token: string }): preact.JSX.Element {
   }, [sessions]);
   const follow = (id: string) =>
     setFollowed((f) => [...f.filter((x) => x !== id), id].slice(-MAX_LIVE));
+  // "Open terminal" (Missions): follow the session live and scroll its card into view.
+  const openSession = (id: string) => {
+    if (!followed.includes(id)) follow(id);
+    setTab("sessions");
+    setTimeout(() => {
+      document.querySelector(`[data-session="${CSS.escape(id)}"]`)?.scrollIntoView({
+        block: "start",
+      });
+    }, 50);
+  };
+  const loadOutput = (id: string, cursor?: string) =>
+    api<JobOutputPage>(
+      token,
+      `/api/jobs/${encodeURIComponent(id)}/output${
+        cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""
+      }`,
+    );
 
   const byAgent = new Map<string, SessionInfo[]>();
   for (const s of sessions) {
@@ -346,6 +400,7 @@ function App(props: { token: string }): preact.JSX.Element {
               {approvals.length}
             </span>,
           )}
+          {tabButton("missions", "Missions")}
           {tabButton("jobs", "Jobs", <span class="count" data-active-jobs>{activeJobs}</span>)}
           {tabButton("activity", "Activity")}
           {tabButton("agents", "Agents")}
@@ -429,13 +484,29 @@ function App(props: { token: string }): preact.JSX.Element {
           jobs={jobs}
           busy={busy}
           onKill={(job) => setConfirm({ kind: "kill", job })}
-          loadOutput={(id, cursor) =>
-            api<JobOutputPage>(
-              token,
-              `/api/jobs/${encodeURIComponent(id)}/output${
-                cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""
-              }`,
-            )}
+          loadOutput={loadOutput}
+        />
+      </main>
+      <main
+        hidden={tab !== "missions"}
+        class={viewClass("missions-view")}
+        data-stale={String(stale)}
+      >
+        {staleNote}
+        <MissionsView
+          token={token}
+          visible={tab === "missions"}
+          pulse={missionPulse}
+          selected={mission}
+          onSelect={setMission}
+          approvals={approvals}
+          busy={busy}
+          reasons={reasons}
+          onReason={(id, v) => setReasons((r) => ({ ...r, [id]: v }))}
+          onDecide={decide}
+          sessionIds={sessions.map((s) => s.session_id)}
+          onOpenSession={openSession}
+          loadOutput={loadOutput}
         />
       </main>
       <main hidden={tab !== "activity"} class={viewClass("activity")} data-stale={String(stale)}>

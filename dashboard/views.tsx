@@ -68,6 +68,8 @@ export function Confirm(props: {
   title: string;
   children?: ComponentChildren;
   confirmLabel: string;
+  /** The dismiss button's label (default "Cancel"). */
+  cancelLabel?: string;
   onConfirm: () => void;
   onCancel: () => void;
 }): preact.JSX.Element {
@@ -94,7 +96,9 @@ export function Confirm(props: {
         <button type="button" class="danger" data-confirm onClick={props.onConfirm}>
           {props.confirmLabel}
         </button>
-        <button type="button" data-cancel autofocus onClick={props.onCancel}>Cancel</button>
+        <button type="button" data-cancel autofocus onClick={props.onCancel}>
+          {props.cancelLabel ?? "Cancel"}
+        </button>
       </div>
     </dialog>
   );

@@ -70,6 +70,8 @@ async function api<T>(token: string, path: string, init: RequestInit = {}): Prom
     headers: {
       authorization: `Bearer ${token}`,
       "content-type": "application/json",
+      // Every operator action from here is attributed to the dashboard in the audit log.
+      "x-termada-operator": "dashboard",
       ...(init.headers ?? {}),
     },
     cache: "no-store",

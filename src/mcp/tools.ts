@@ -6,7 +6,7 @@
 import { z } from "zod";
 import type { CallOptions, Engine, JobView } from "../engine/mod.ts";
 import { schema } from "../engine/mod.ts";
-import type { MissionService } from "../mission/mod.ts";
+import { MISSION_LIMITS, type MissionService } from "../mission/mod.ts";
 import { MISSION_TOOLS } from "./mission_tools.ts";
 
 export interface ToolContext {
@@ -346,6 +346,13 @@ function capabilities(c: ToolContext): Record<string, unknown> {
       run_wait_ms: schema.LIMITS.runWaitMs,
       poll_wait_ms: schema.LIMITS.pollWaitMs,
       input_bytes: schema.LIMITS.inputBytes,
+      ...(c.missions
+        ? {
+          missions_open_per_agent: MISSION_LIMITS.activePerAgent,
+          mission_steps: MISSION_LIMITS.steps,
+          mission_timeline_entries: MISSION_LIMITS.timeline,
+        }
+        : {}),
     },
     features: {
       persistent_sessions: true,

@@ -72,6 +72,20 @@ Deno.test("MCP exec_run returns structured content and a readable text", async (
 Deno.test("MCP tool failures are results with a typed error", async () => {
   await using te = await testEngine();
   await using c = await connect(te.engine, "a");
+  // Listing the tools arms the SDK client's output-schema validation: error results must
+  // still come through as results (the declared output admits the error shape).
+  await c.client.listTools();
+  const ok = await c.client.callTool({ name: "exec_run", arguments: { command: ["true"] } });
+  assert.equal(ok.isError, undefined);
+  const none = await c.client.callTool({
+    name: "mission_get",
+    arguments: { mission_id: "msn_aaaaaaaaaaaa" },
+  });
+  assert.equal(
+    (none.structuredContent as { error: { code: string } }).error.code,
+    "NOT_SUPPORTED",
+    "an engine-only server has no missions",
+  );
   const bad = await c.client.callTool({ name: "exec_run", arguments: { command: [] } });
   assert.equal(bad.isError, true);
   const err = (bad.structuredContent as { error: Record<string, unknown> }).error;

@@ -62,9 +62,43 @@ function listTools() {
     title: t.title,
     description: t.description,
     inputSchema: z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }),
-    outputSchema: z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }),
+    outputSchema: withErrorShape(
+      z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<
+        string,
+        unknown
+      >,
+    ),
     ...(t.annotations ? { annotations: { title: t.title, ...t.annotations } } : {}),
   }));
+}
+
+/** `structuredContent` of every failed call: `{error: {code, message, retriable, hint?}}`. */
+const ERROR_SHAPE = z.toJSONSchema(
+  z.object({
+    error: z.object({
+      code: z.string(),
+      message: z.string(),
+      retriable: z.boolean(),
+      hint: z.string().optional(),
+      details: z.record(z.string(), z.unknown()).optional(),
+    }),
+  }),
+  { io: "output" },
+) as Record<string, unknown>;
+delete ERROR_SHAPE.$schema;
+
+/**
+ * A tool's declared output: its result OR the error shape. Clients (the official SDK among
+ * them) validate `structuredContent` against `outputSchema` even on `isError` results, so a
+ * schema of the success shape alone would turn every tool error into a client-side exception.
+ */
+function withErrorShape(result: Record<string, unknown>): Record<string, unknown> {
+  const { $schema, ...shape } = result;
+  return {
+    ...($schema === undefined ? {} : { $schema }),
+    type: "object",
+    anyOf: [shape, ERROR_SHAPE],
+  };
 }
 
 export function createMcpServer(options: McpServerOptions): Server {

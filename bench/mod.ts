@@ -46,6 +46,34 @@ function gc(): void {
   (globalThis as { gc?: () => void }).gc?.();
 }
 
+/** A daemon in a throwaway home and an MCP client over its Unix socket (agent "bench"). */
+async function benchDaemon(): Promise<{ client: Client } & AsyncDisposable> {
+  const home = await Deno.makeTempDir({ prefix: "termada-bench-home-" });
+  const daemon = await Daemon.start({
+    env: { ...Deno.env.toObject(), HOME: home },
+    home,
+    version: "bench",
+    bind: "127.0.0.1:0",
+  });
+  const sock = socketFetch(daemon.paths.socketPath);
+  const client = new Client({ name: "bench", version: "1" });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL("http://termada/mcp"), {
+      fetch: sock.fetch,
+      requestInit: { headers: { "x-termada-agent": "bench" } },
+    }),
+  );
+  return {
+    client,
+    async [Symbol.asyncDispose]() {
+      await client.close();
+      sock.close();
+      await daemon.stop("bench done");
+      await Deno.remove(home, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
 const runtimeDir = await Deno.makeTempDir({ prefix: "termada-bench-" });
 const env = { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: runtimeDir, LANG: "C.UTF-8" };
 const engine = new Engine({
@@ -202,21 +230,8 @@ await engine.shutdown();
 
 // ── (d) MCP round trip through the daemon ───────────────────────────────────
 {
-  const home = await Deno.makeTempDir({ prefix: "termada-bench-home-" });
-  const daemon = await Daemon.start({
-    env: { ...Deno.env.toObject(), HOME: home },
-    home,
-    version: "bench",
-    bind: "127.0.0.1:0",
-  });
-  const sock = socketFetch(daemon.paths.socketPath);
-  const client = new Client({ name: "bench", version: "1" });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL("http://termada/mcp"), {
-      fetch: sock.fetch,
-      requestInit: { headers: { "x-termada-agent": "bench" } },
-    }),
-  );
+  await using b = await benchDaemon();
+  const client = b.client;
   for (let i = 0; i < 50; i++) {
     await client.callTool({ name: "exec_run", arguments: { command: ["echo", "hi"] } });
   }
@@ -234,10 +249,6 @@ await engine.shutdown();
       ms(pct(lat, 50))
     }, p99 ${ms(pct(lat, 99))} (n=${lat.length})`,
   );
-  await client.close();
-  sock.close();
-  await daemon.stop("bench done");
-  await Deno.remove(home, { recursive: true }).catch(() => {});
 }
 
 // ── (e) policy decisions ────────────────────────────────────────────────────
@@ -308,21 +319,8 @@ await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
 
 // ── (h) missions ────────────────────────────────────────────────────────────
 {
-  const home = await Deno.makeTempDir({ prefix: "termada-bench-home-" });
-  const daemon = await Daemon.start({
-    env: { ...Deno.env.toObject(), HOME: home },
-    home,
-    version: "bench",
-    bind: "127.0.0.1:0",
-  });
-  const sock = socketFetch(daemon.paths.socketPath);
-  const client = new Client({ name: "bench", version: "1" });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL("http://termada/mcp"), {
-      fetch: sock.fetch,
-      requestInit: { headers: { "x-termada-agent": "bench" } },
-    }),
-  );
+  await using b = await benchDaemon();
+  const client = b.client;
   const tool = async (name: string, args: Record<string, unknown>) => {
     const r = await client.callTool({ name, arguments: args });
     if (r.isError) throw new Error(`${name}: ${JSON.stringify(r.structuredContent)}`);
@@ -393,10 +391,6 @@ await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
       (big / 1e6 / s).toFixed(1)
     } MB/s`,
   );
-  await client.close();
-  sock.close();
-  await daemon.stop("bench done");
-  await Deno.remove(home, { recursive: true }).catch(() => {});
 }
 
 // ── (g) dashboard keystroke-to-echo latency ─────────────────────────────────

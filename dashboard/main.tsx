@@ -9,6 +9,7 @@
  */
 import { render } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { api } from "./api.ts";
 import { followStream, type StreamState } from "./sse.ts";
 import { forgetToken, takeToken } from "./token.ts";
 import { SessionCard, type SessionInfo } from "./terminal.tsx";
@@ -17,6 +18,7 @@ import {
   ActivityView,
   agentRows,
   AgentsView,
+  ApprovalActions,
   Confirm,
   type FeedEvent,
   isActive,
@@ -63,26 +65,6 @@ const MAX_EVENTS = 1000;
  * at most 6 per origin: the events stream + 4 terminals leave one for the API calls (approve!).
  */
 const MAX_LIVE = 4;
-
-async function api<T>(token: string, path: string, init: RequestInit = {}): Promise<T> {
-  const res = await fetch(path, {
-    ...init,
-    headers: {
-      authorization: `Bearer ${token}`,
-      "content-type": "application/json",
-      // Every operator action from here is attributed to the dashboard in the audit log.
-      "x-termada-operator": "dashboard",
-      ...(init.headers ?? {}),
-    },
-    cache: "no-store",
-  });
-  const body = await res.json().catch(() => ({}));
-  if (!res.ok) {
-    const e = (body as { error?: { message?: string } }).error;
-    throw new Error(e?.message ?? `HTTP ${res.status}`);
-  }
-  return body as T;
-}
 
 /** An agent's sessions by workspace label (labelled groups first, sorted; unlabelled last). */
 function byWorkspace(list: SessionInfo[]): [string | undefined, SessionInfo[]][] {
@@ -445,37 +427,13 @@ function App(props: { token: string }): preact.JSX.Element {
                 <time>{new Date(a.requested_at).toLocaleTimeString()}</time>
               </div>
               <pre>{a.command.join(" ")}</pre>
-              <div class="actions">
-                <input
-                  type="text"
-                  class="reason"
-                  data-reason
-                  maxLength={500}
-                  placeholder="Reason (optional)"
-                  aria-label={`Reason for approval ${a.approval_id}`}
-                  value={reasons[a.approval_id] ?? ""}
-                  onInput={(e) => {
-                    const v = (e.currentTarget as HTMLInputElement).value;
-                    setReasons((r) => ({ ...r, [a.approval_id]: v }));
-                  }}
-                />
-                <button
-                  type="button"
-                  class="approve"
-                  disabled={busy[a.approval_id]}
-                  onClick={() => decide(a.approval_id, "approve")}
-                >
-                  Approve
-                </button>
-                <button
-                  type="button"
-                  class="deny"
-                  disabled={busy[a.approval_id]}
-                  onClick={() => decide(a.approval_id, "deny")}
-                >
-                  Deny
-                </button>
-              </div>
+              <ApprovalActions
+                approvalId={a.approval_id}
+                reason={reasons[a.approval_id] ?? ""}
+                busy={!!busy[a.approval_id]}
+                onReason={(v) => setReasons((r) => ({ ...r, [a.approval_id]: v }))}
+                onDecide={(verb) => decide(a.approval_id, verb)}
+              />
             </li>
           ))}
         </ul>

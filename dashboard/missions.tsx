@@ -11,7 +11,8 @@
  * mission, job, approval or session events arrive.
  */
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { Confirm, type JobInfo, JobOutput, type JobOutputPage } from "./views.tsx";
+import { ApprovalActions, Confirm, type JobInfo, JobOutput, type JobOutputPage } from "./views.tsx";
+import { api, type HttpError } from "./api.ts";
 
 export interface MissionProgress {
   total: number;
@@ -161,31 +162,6 @@ function duration(ms: number | undefined): string {
   return `${Math.floor(ms / 60_000)} m ${Math.round((ms % 60_000) / 1000)} s`;
 }
 
-class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-  }
-}
-
-async function request<T>(token: string, path: string, init: RequestInit = {}): Promise<T> {
-  const res = await fetch(path, {
-    ...init,
-    headers: {
-      authorization: `Bearer ${token}`,
-      "content-type": "application/json",
-      "x-termada-operator": "dashboard",
-      ...(init.headers ?? {}),
-    },
-    cache: "no-store",
-  });
-  const body = await res.json().catch(() => ({}));
-  if (!res.ok) {
-    const e = (body as { error?: { message?: string } }).error;
-    throw new HttpError(res.status, e?.message ?? `HTTP ${res.status}`);
-  }
-  return body as T;
-}
-
 /** `passed/total` with a bar (a native `<progress>`: no inline style under the CSP). */
 function Progress(props: { progress: MissionProgress | undefined }): preact.JSX.Element {
   const p = props.progress ??
@@ -243,8 +219,8 @@ export function MissionsView(props: {
   const load = useCallback(async () => {
     const id = selectedRef.current;
     const [l, d] = await Promise.allSettled([
-      request<{ missions: MissionSummary[] }>(token, "/api/missions?limit=200"),
-      id ? request<Mission>(token, `/api/missions/${encodeURIComponent(id)}`) : undefined,
+      api<{ missions: MissionSummary[] }>(token, "/api/missions?limit=200"),
+      id ? api<Mission>(token, `/api/missions/${encodeURIComponent(id)}`) : undefined,
     ]);
     if (l.status === "fulfilled") {
       setList(l.value.missions ?? []);
@@ -490,7 +466,7 @@ function MissionDetail(props: {
     setConfirming(false);
     setCancelling(true);
     try {
-      await request(token, `/api/missions/${encodeURIComponent(id)}/cancel`, {
+      await api(token, `/api/missions/${encodeURIComponent(id)}/cancel`, {
         method: "POST",
         body: JSON.stringify({ reason: cancelReason.trim() || "cancelled from the dashboard" }),
       });
@@ -517,37 +493,15 @@ function MissionDetail(props: {
                   <span class="mono">{a.job_id}</span> · <time>{time(a.requested_at)}</time>
                 </div>
                 <pre>{a.command.join(" ")}</pre>
-                <div class="actions">
-                  <input
-                    type="text"
-                    class="reason"
-                    data-reason
-                    maxLength={500}
-                    placeholder="Reason (optional)"
-                    aria-label={`Reason for approval ${a.approval_id}`}
-                    value={props.reasons[a.approval_id] ?? ""}
-                    onInput={(e) =>
-                      props.onReason(a.approval_id, (e.currentTarget as HTMLInputElement).value)}
-                  />
-                  <button
-                    type="button"
-                    class="approve"
-                    disabled={props.busy[a.approval_id]}
-                    onClick={() =>
-                      decide(a.approval_id, "approve")}
-                  >
-                    Approve
-                  </button>
-                  <button
-                    type="button"
-                    class="deny"
-                    disabled={props.busy[a.approval_id]}
-                    onClick={() =>
-                      decide(a.approval_id, "deny")}
-                  >
-                    Deny
-                  </button>
-                </div>
+                <ApprovalActions
+                  approvalId={a.approval_id}
+                  reason={props.reasons[a.approval_id] ?? ""}
+                  busy={!!props.busy[a.approval_id]}
+                  onReason={(v) =>
+                    props.onReason(a.approval_id, v)}
+                  onDecide={(verb) =>
+                    decide(a.approval_id, verb)}
+                />
               </li>
             ))}
           </ul>

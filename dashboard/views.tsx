@@ -528,3 +528,43 @@ export function PolicyView(
     </div>
   );
 }
+
+/** The reason box and the Approve / Deny buttons of one waiting approval. */
+export function ApprovalActions(props: {
+  approvalId: string;
+  reason: string;
+  busy: boolean;
+  onReason: (reason: string) => void;
+  onDecide: (verb: "approve" | "deny") => void;
+}): preact.JSX.Element {
+  return (
+    <div class="actions">
+      <input
+        type="text"
+        class="reason"
+        data-reason
+        maxLength={500}
+        placeholder="Reason (optional)"
+        aria-label={`Reason for approval ${props.approvalId}`}
+        value={props.reason}
+        onInput={(e) => props.onReason((e.currentTarget as HTMLInputElement).value)}
+      />
+      <button
+        type="button"
+        class="approve"
+        disabled={props.busy}
+        onClick={() => props.onDecide("approve")}
+      >
+        Approve
+      </button>
+      <button
+        type="button"
+        class="deny"
+        disabled={props.busy}
+        onClick={() => props.onDecide("deny")}
+      >
+        Deny
+      </button>
+    </div>
+  );
+}

@@ -33,6 +33,30 @@ export async function tempHome(): Promise<string> {
   return await Deno.makeTempDir({ prefix: "termada-home-" });
 }
 
+/** A fresh TERMADA_HOME holding `config` as its config.yaml. */
+export async function homeWithConfig(config: string): Promise<string> {
+  const home = await tempHome();
+  await Deno.writeTextFile(`${home}/config.yaml`, config);
+  return home;
+}
+
+/** fetch for the daemon's operator API over TCP, with the operator token of `home`. */
+export function operatorFetch(
+  d: { home: string; port: number },
+  operator = "test",
+): (path: string, init?: RequestInit) => Promise<Response> {
+  const token = Deno.readTextFileSync(`${d.home}/token`).trim();
+  return (path, init = {}) =>
+    fetch(`http://127.0.0.1:${d.port}/api${path}`, {
+      ...init,
+      headers: {
+        authorization: `Bearer ${token}`,
+        "x-termada-operator": operator,
+        ...init.headers,
+      },
+    });
+}
+
 export function termadaEnv(
   home: string,
   extra: Record<string, string> = {},

@@ -3,7 +3,7 @@
  * audit trail, through MCP (agents) and the CLI (the operator) against a real daemon.
  */
 import assert from "node:assert/strict";
-import { call, startDaemon, stdioClient, tempHome, termada } from "./_daemon.ts";
+import { call, homeWithConfig, startDaemon, stdioClient, termada } from "./_daemon.ts";
 
 const CONFIG = `policies:
   default:
@@ -13,11 +13,7 @@ approvals:
   confirm_timeout_ms: 60000
 `;
 
-async function homeWith(config = CONFIG): Promise<string> {
-  const home = await tempHome();
-  await Deno.writeTextFile(`${home}/config.yaml`, config);
-  return home;
-}
+const homeWith = (config = CONFIG) => homeWithConfig(config);
 
 Deno.test("policy: deny is an error result, confirm parks the job until the operator approves it once", async () => {
   const home = await homeWith();

@@ -7,7 +7,14 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { call, startDaemon, stdioClient, tempHome, termada } from "./_daemon.ts";
+import {
+  call,
+  homeWithConfig,
+  operatorFetch,
+  startDaemon,
+  stdioClient,
+  termada,
+} from "./_daemon.ts";
 
 type S = Record<string, unknown>;
 type Step = { step_id: string; status: string; verified: boolean; job_id?: string; evidence?: S };
@@ -19,11 +26,7 @@ approvals:
   confirm_timeout_ms: 60000
 `;
 
-async function homeWith(config = CONFIG): Promise<string> {
-  const home = await tempHome();
-  await Deno.writeTextFile(`${home}/config.yaml`, config);
-  return home;
-}
+const homeWith = (config = CONFIG) => homeWithConfig(config);
 
 async function errorOf(
   c: Client,
@@ -292,12 +295,7 @@ Deno.test("an approval in the mission session means needs_attention; the report 
     assert.equal(waiting.status, "needs_attention");
     assert.equal((waiting.pending_approvals as S[])[0]!.approval_id, r.approval_id);
     // The operator sees it too, with the whole timeline.
-    const token = (await Deno.readTextFile(`${home}/token`)).trim();
-    const api = (path: string, init: RequestInit = {}) =>
-      fetch(`http://127.0.0.1:${d.port}/api${path}`, {
-        ...init,
-        headers: { authorization: `Bearer ${token}`, ...init.headers },
-      });
+    const api = operatorFetch(d);
     const listed = await (await api("/missions")).json() as { missions: S[] };
     assert.equal(listed.missions[0]!.pending_approvals, 1);
     assert.equal(listed.missions[0]!.owner, "dev");
@@ -460,10 +458,9 @@ Deno.test("a closed mission session interrupts the mission; an operator can canc
       command: ["sleep 60"],
       session: resumed.session_id,
     });
-    const token = (await Deno.readTextFile(`${home}/token`)).trim();
-    const res = await fetch(`http://127.0.0.1:${d.port}/api/missions/${m.mission_id}/cancel`, {
+    const api = operatorFetch(d, "alice");
+    const res = await api(`/missions/${m.mission_id}/cancel`, {
       method: "POST",
-      headers: { authorization: `Bearer ${token}`, "x-termada-operator": "alice" },
       body: JSON.stringify({ reason: "wrong machine" }),
     });
     assert.equal(res.status, 200);
@@ -479,9 +476,7 @@ Deno.test("a closed mission session interrupts the mission; an operator can canc
     const anon = await fetch(`http://127.0.0.1:${d.port}/api/missions`);
     assert.equal(anon.status, 401);
     await anon.body?.cancel();
-    const missing = await fetch(`http://127.0.0.1:${d.port}/api/missions/msn_zzzzzzzzzzzz`, {
-      headers: { authorization: `Bearer ${token}` },
-    });
+    const missing = await api("/missions/msn_zzzzzzzzzzzz");
     assert.equal(missing.status, 404);
     assert.equal((await missing.json() as { error: S }).error.code, "NOT_FOUND");
     const cli = await termada(home, ["mission", "list"]);

@@ -1,0 +1,31 @@
+/** The operator API client of the dashboard: one fetch helper for every view. */
+
+/** A failed API call, with its HTTP status (404 tells a view the route does not exist). */
+export class HttpError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+/**
+ * A JSON request to the daemon's operator API: the token goes in a header (never in a URL),
+ * and every action is attributed to the dashboard in the audit log.
+ */
+export async function api<T>(token: string, path: string, init: RequestInit = {}): Promise<T> {
+  const res = await fetch(path, {
+    ...init,
+    headers: {
+      authorization: `Bearer ${token}`,
+      "content-type": "application/json",
+      "x-termada-operator": "dashboard",
+      ...(init.headers ?? {}),
+    },
+    cache: "no-store",
+  });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const e = (body as { error?: { message?: string } }).error;
+    throw new HttpError(res.status, e?.message ?? `HTTP ${res.status}`);
+  }
+  return body as T;
+}

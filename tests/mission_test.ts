@@ -358,6 +358,9 @@ Deno.test("an approval in the mission session means needs_attention; the report 
       createHash("sha256").update(text).digest("hex"),
     );
     assert.equal(text.replace(/at \S+\. Every/, ""), md.replace(/at \S+\. Every/, ""));
+    const show = await termada(home, ["mission", "show", m.mission_id]);
+    assert.equal(show.code, 0, show.stderr);
+    assert.match(show.stdout, new RegExp(`s1 passed\\s+verified by runtime \\(${r.job_id}\\)`));
     const cli = await termada(home, ["mission", "report", m.mission_id]);
     assert.equal(cli.code, 0, cli.stderr);
     assert.match(cli.stdout, /verified by runtime/);

@@ -17,7 +17,15 @@ import {
 } from "./_daemon.ts";
 
 type S = Record<string, unknown>;
-type Step = { step_id: string; status: string; verified: boolean; job_id?: string; evidence?: S };
+type Step = {
+  step_id: string;
+  text: string;
+  status: string;
+  verified: boolean;
+  job_id?: string;
+  note?: string;
+  evidence?: S;
+};
 
 const CONFIG = `policies:
   default:
@@ -252,6 +260,20 @@ Deno.test("missions are owner-isolated: another agent gets NOT_FOUND for every m
       (await errorOf(other, "exec_run", { command: ["id"], session: m.session_id })).code,
       "NOT_FOUND",
     );
+    // Secrets an agent writes into a mission are masked before they are stored or shown.
+    const secret = await call(c, "mission_create", {
+      goal: "Rotate the key AKIAIOSFODNN7EXAMPLE on the box",
+      plan: ["use AKIAIOSFODNN7EXAMPLE"],
+    });
+    assert.equal(secret.goal, "Rotate the key [REDACTED] on the box");
+    assert.equal(steps(secret)[0]!.text, "use [REDACTED]");
+    const noted = await call(c, "mission_update", {
+      mission_id: secret.mission_id,
+      step_id: "s1",
+      step_status: "skipped",
+      note: "key was AKIAIOSFODNN7EXAMPLE",
+    });
+    assert.equal(steps(noted)[0]!.note, "key was [REDACTED]");
     // Bad input is a typed error.
     assert.equal(
       (await errorOf(c, "mission_create", { goal: "x", plan: [] })).code,

@@ -195,7 +195,13 @@ export class Daemon {
       });
       gateway.attach(engine);
       cleanups.push(() => engine.shutdown());
-      const missions = new MissionService({ engine, store, audit: gateway, bus });
+      const missions = new MissionService({
+        engine,
+        store,
+        audit: gateway,
+        bus,
+        redact: (text) => decoder.decode(redactor.redact(encoder.encode(text))),
+      });
       cleanups.push(() => missions.close());
       const interrupted = missions.recover("the daemon restarted: the mission's terminal is gone");
       if (interrupted.length > 0) log.warn("missions interrupted", { missions: interrupted });

@@ -103,20 +103,26 @@ export function buildEvidence(
   };
 }
 
-/** Text that cannot break out of a Markdown table cell or inline code. */
+/**
+ * Agent-written text in a line or a table cell: it cannot split a cell (|), open raw HTML (<),
+ * or break the line. Backslash escapes keep it readable as plain text too.
+ */
 function cell(s: string): string {
-  return s.replace(/\\/g, "\\\\").replace(/\|/g, "\\|").replace(/[\r\n]+/g, " ");
+  return s.replace(/[\\|<]/g, (c) => `\\${c}`).replace(/[\r\n]+/g, " ");
 }
 
+/** An inline code span that holds any text: its fence is longer than any backtick run inside. */
 function code(s: string): string {
   const t = s.replace(/[\r\n]+/g, " ");
-  const ticks = t.includes("`") ? "``" : "`";
-  return `${ticks}${ticks === "``" ? " " : ""}${t}${ticks === "``" ? " " : ""}${ticks}`;
+  const longest = Math.max(0, ...(t.match(/`+/g) ?? []).map((r) => r.length));
+  const fence = "`".repeat(longest + 1);
+  const pad = longest > 0 || t.startsWith(" ") ? " " : "";
+  return `${fence}${pad}${t}${pad}${fence}`;
 }
 
 /** A quoted block of the agent's own words (each line prefixed, so nothing renders as ours). */
 function quote(s: string): string {
-  return s.split(/\r?\n/).map((l) => `> ${l}`).join("\n");
+  return s.split(/\r?\n/).map((l) => `> ${l.replace(/</g, "\\<")}`).join("\n");
 }
 
 function commandText(argv: readonly string[]): string {

@@ -101,6 +101,24 @@ Deno.test("the report keeps the agent's words quoted and apart from what the run
   assert.match(md, /exited, exit code 0, 12 ms/);
   assert.match(md, /approval: none needed/);
   assert.match(md, new RegExp(`sha256 \`${"b".repeat(64)}\``));
+  // Agent text cannot open raw HTML in a rendered report.
+  const html = buildEvidence(
+    { ...mission, goal: "<img src=x onerror=alert(1)>", title: "<b>t</b>" },
+    { steps: [], sessions: [], records: [] },
+    T0,
+  );
+  const htmlMd = renderMarkdown(html);
+  assert.doesNotMatch(htmlMd, /(^|[^\\])<(img|b)/m);
+  assert.match(htmlMd, /> \\<img src=x/);
+  // Code spans hold backticks.
+  assert.match(
+    renderMarkdown(buildEvidence(mission, {
+      steps: [{ ...steps[0]!, evidence: { ...evidence, command: ["echo ``a`"] } }],
+      sessions: [],
+      records: [],
+    }, T0)),
+    /``` echo ``a` ```/,
+  );
   // Table cells cannot be split by a pipe.
   assert.match(md, /\| workspace \| demo \|/);
   assert.match(md, /# Mission report: Fix \\\| the service/);

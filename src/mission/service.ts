@@ -60,6 +60,11 @@ export interface MissionServiceOptions {
   audit: MissionAudit;
   bus: EventBus;
   clock?: Clock;
+  /**
+   * Masks secrets in what agents write (goal, plan, notes, summary) before it is stored or
+   * shown: the same redaction the audit log applies (default: none).
+   */
+  redact?: (text: string) => string;
 }
 
 export interface MissionReport {
@@ -104,6 +109,7 @@ export class MissionService {
   readonly #store: Store;
   readonly #audit: MissionAudit;
   readonly #clock: Clock;
+  readonly #redact: (text: string) => string;
   readonly #unsubscribe: () => void;
   readonly #recentSessions = new Map<string, BusEvent>();
   /** Missions with a create/resume/close in flight (one at a time per mission). */
@@ -116,6 +122,7 @@ export class MissionService {
     this.#store = options.store;
     this.#audit = options.audit;
     this.#clock = options.clock ?? systemClock;
+    this.#redact = options.redact ?? ((t) => t);
     this.#unsubscribe = options.bus.subscribe((e) => this.#observe(e));
   }
 
@@ -143,7 +150,7 @@ export class MissionService {
   // ── agent operations (owner-scoped) ───────────────────────────────────────
 
   async create(agent: string, input: unknown): Promise<MissionView> {
-    const req = schema.parseInput(MissionCreateInput, input);
+    const req = this.#masked(schema.parseInput(MissionCreateInput, input));
     const target = req.target ?? "local";
     if (target !== "local") {
       throw new TermadaError("NOT_SUPPORTED", `Target "${target}" is not available`, {
@@ -199,7 +206,7 @@ export class MissionService {
   }
 
   update(agent: string, input: unknown): Promise<MissionView> {
-    const req = schema.parseInput(MissionUpdateInput, input ?? {});
+    const req = this.#masked(schema.parseInput(MissionUpdateInput, input ?? {}));
     const m = this.#own(agent, req.mission_id);
     return this.#update({ kind: "agent", id: agent }, m, req);
   }
@@ -266,7 +273,7 @@ export class MissionService {
   }
 
   cancelAny(operator: Actor, id: string, input: unknown = {}): Promise<MissionView> {
-    const req = schema.parseInput(MissionCancelInput, input ?? {});
+    const req = this.#masked(schema.parseInput(MissionCancelInput, input ?? {}));
     const m = this.#any(id);
     return this.#update(operator, m, {
       mission_id: m.id,
@@ -276,6 +283,16 @@ export class MissionService {
   }
 
   // ── internals ─────────────────────────────────────────────────────────────
+
+  /** The input with its free text (goal, title, plan, note, summary, reason) redacted. */
+  #masked<T extends Record<string, unknown>>(req: T): T {
+    const out: Record<string, unknown> = { ...req };
+    for (const k of ["goal", "title", "note", "summary", "reason"]) {
+      if (typeof out[k] === "string") out[k] = this.#redact(out[k] as string);
+    }
+    if (Array.isArray(out.plan)) out.plan = (out.plan as string[]).map(this.#redact);
+    return out as T;
+  }
 
   #own(agent: string, id: string): MissionRow {
     const m = this.#store.missions.get(id);

@@ -253,6 +253,34 @@ export class Gateway implements AdmissionHook {
     return answer;
   }
 
+  /**
+   * The parked job of an approval ended before anyone decided (its session closed, shutdown): the
+   * approval is closed as denied and audited, so no queue or report shows it pending.
+   */
+  parkedEnded(
+    req: { approvalId: string; jobId: string; owner: string; sessionId: string; reason: string },
+  ): void {
+    this.#clearTimer(req.approvalId);
+    try {
+      const closed = this.#opts.approvals.decideApproval(req.approvalId, {
+        status: "denied",
+        decided_by: "system",
+        decision_reason: req.reason,
+      });
+      if (!closed) return; // already decided (stop-all, expiry)
+      this.record({ kind: "system", id: "termada" }, "approval.resolved", {
+        approval_id: req.approvalId,
+        job_id: req.jobId,
+        owner: req.owner,
+        session_id: req.sessionId,
+        approved: false,
+        reason: req.reason,
+      });
+    } catch (err) {
+      log.error("could not close an abandoned approval", { approval: req.approvalId, error: err });
+    }
+  }
+
   /** An operator approves: the parked job runs exactly once. */
   async approve(id: string, by: Actor, reason?: string): Promise<void> {
     await this.#decide(id, true, by, reason);

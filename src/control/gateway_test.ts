@@ -120,6 +120,27 @@ Deno.test("confirm → approve runs once; deny and expiry end the job as denied"
   h.gateway.close();
 });
 
+Deno.test("an approval whose job ended first (its session closed) is closed as denied and audited", async () => {
+  const h = harness({ confirmTimeoutMs: 60_000 });
+  await using te = await testEngine({ admission: h.gateway });
+  h.gateway.attach(te.engine);
+  const r = await te.engine.start("a", { command: ["echo needs-ok-5"] });
+  assert.equal(r.status, "pending_approval");
+  await te.engine.closeSession("a", { session_id: r.session_id });
+  const v = await te.engine.wait("a", { job_id: r.job_id, timeout_ms: 5000 });
+  assert.notEqual(v.status, "pending_approval");
+  await new Promise((res) => setTimeout(res, 0));
+  assert.equal(h.approvals.get(r.approval_id!), "denied");
+  const last = h.events.at(-1)!;
+  assert.equal(last.event, "approval.resolved");
+  assert.equal(last.actor, "system:termada");
+  assert.equal(last.data.approved, false);
+  assert.equal(last.data.approval_id, r.approval_id);
+  assert.deepEqual(te.engine.pendingApprovals(), []);
+  await rejectsWith(() => h.gateway.approve(r.approval_id!, OP), "NOT_FOUND");
+  h.gateway.close();
+});
+
 Deno.test("stop-all: barrier refuses new work, running jobs stop, approvals are cancelled", async () => {
   const h = harness();
   await using te = await testEngine({ admission: h.gateway });

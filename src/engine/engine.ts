@@ -136,6 +136,13 @@ export interface AdmissionHook {
   autoAnswer?(
     req: { owner: string; jobId: string; sessionId: string; prompt: string },
   ): string | undefined;
+  /**
+   * A job parked for approval ended before anyone decided (its session closed, the daemon shut
+   * down): the gate closes the approval so nothing stays pending for a job that is gone.
+   */
+  parkedEnded?(
+    req: { approvalId: string; jobId: string; owner: string; sessionId: string; reason: string },
+  ): void;
 }
 
 /** Most automatic answers typed into one job (a wrong answer must not loop forever). */
@@ -789,8 +796,23 @@ export class Engine {
     job.park(approvalId);
     this.#hooks.jobStatus?.(job);
     this.#parked.set(approvalId, entry);
-    // A parked job that ends another way (session closed, shutdown) leaves nothing behind.
-    job.done.then(() => this.#parked.delete(approvalId));
+    // A parked job that ends another way (session closed, shutdown) leaves nothing behind, and
+    // the gate closes its approval.
+    job.done.then(() => {
+      if (this.#parked.get(approvalId)?.job !== job) return; // decided: resolveApproval took it
+      this.#parked.delete(approvalId);
+      try {
+        this.#opts.admission?.parkedEnded?.({
+          approvalId,
+          jobId: job.id,
+          owner: job.owner,
+          sessionId: job.sessionId,
+          reason: job.reason ?? `the job ended ${job.status} before a decision`,
+        });
+      } catch {
+        // The gate records what it can; a failure there must not reach the job's waiters.
+      }
+    });
   }
 
   /** Types the policy's standing answers when the job waits at a matching prompt. */

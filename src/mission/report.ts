@@ -3,6 +3,7 @@
  * agent claimed), and its Markdown rendering. Pure functions of the stored mission: the same
  * inputs give the same bytes.
  */
+import { argvToScript } from "../shell/mod.ts";
 import type { MissionRecordRow, MissionRow, MissionSessionRow, StepRow } from "../store/mod.ts";
 import {
   iso,
@@ -125,15 +126,9 @@ function quote(s: string): string {
   return s.split(/\r?\n/).map((l) => `> ${l.replace(/</g, "\\<")}`).join("\n");
 }
 
-function commandText(argv: readonly string[]): string {
-  if (argv.length === 1) return argv[0]!;
-  return argv.map((w) => /^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`)
-    .join(" ");
-}
-
 function evidenceLines(e: JobEvidence): string[] {
   const lines = [
-    `  - job ${code(e.job_id)} in session ${code(e.session_id)}: ${code(commandText(e.command))}`,
+    `  - job ${code(e.job_id)} in session ${code(e.session_id)}: ${code(argvToScript(e.command))}`,
     `  - ${e.status}${e.exit_code === undefined ? "" : `, exit code ${e.exit_code}`}${
       e.signal ? `, signal ${e.signal}` : ""
     }, ${e.duration_ms} ms (${e.started_at} → ${e.ended_at ?? "not ended"})`,

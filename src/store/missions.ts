@@ -283,6 +283,7 @@ export class MissionStore {
   readonly #dropRecord: StatementSync;
   readonly #records: StatementSync;
   readonly #timeline: StatementSync;
+  readonly #live: StatementSync;
   readonly #interrupt: StatementSync;
   readonly #endOpenSessions: StatementSync;
 
@@ -365,9 +366,12 @@ export class MissionStore {
          FROM mission_records WHERE mission_id = :id AND timeline = 1
          ORDER BY seq DESC LIMIT :limit) ORDER BY seq`,
     );
+    this.#live = p(
+      `SELECT id, status FROM missions WHERE status NOT IN (${TERMINAL_SQL}, 'interrupted')`,
+    );
     this.#interrupt = p(
       `UPDATE missions SET status = 'interrupted', session_id = NULL, updated_at = :now
-       WHERE status NOT IN (${TERMINAL_SQL}, 'interrupted') RETURNING id, status`,
+       WHERE status NOT IN (${TERMINAL_SQL}, 'interrupted')`,
     );
     this.#endOpenSessions = p(
       `UPDATE mission_sessions SET ended_at = :now, end_reason = :reason
@@ -602,12 +606,14 @@ export class MissionStore {
   interruptAll(reason: string): { id: string; from: MissionStatus }[] {
     const now = this.#clock.now();
     return this.#tx("interrupt missions", () => {
-      const before = new Map(
-        this.list({ limit: 10_000 }).map((m) => [m.id, m.status] as const),
-      );
-      const ids = this.#interrupt.all({ now }).map((r) => str((r as Row).id));
+      // Read the live ones first (RETURNING would give the new status), under the same lock.
+      const live = this.#live.all().map((r) => ({
+        id: str((r as Row).id),
+        from: str((r as Row).status) as MissionStatus,
+      }));
+      this.#interrupt.run({ now });
       this.#endOpenSessions.run({ now, reason: checkText("reason", reason) });
-      return ids.map((id) => ({ id, from: before.get(id)! }));
+      return live;
     });
   }
 }

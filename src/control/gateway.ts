@@ -118,9 +118,14 @@ export class Gateway implements AdmissionHook {
 
   /**
    * Writes an audit record or refuses: nothing may happen that the log does not show. The bus
-   * gets the record as written (redacted) with its `audit_seq` and `audit_hash`.
+   * gets the record as written (redacted) with its `audit_seq` and `audit_hash`. Returns the
+   * record's seq and hash (undefined with an audit port that does not report them).
    */
-  record(actor: Actor, event: string, data: Record<string, unknown> = {}): void {
+  record(
+    actor: Actor,
+    event: string,
+    data: Record<string, unknown> = {},
+  ): { seq: number; hash: string } | undefined {
     try {
       const written = this.#opts.audit.append(actor, event, data);
       this.#opts.bus?.publish(
@@ -129,6 +134,7 @@ export class Gateway implements AdmissionHook {
           ? { actor, ...written.data, audit_seq: written.seq, audit_hash: written.hash }
           : { actor, ...data },
       );
+      return written ? { seq: written.seq, hash: written.hash } : undefined;
     } catch (err) {
       if (err instanceof TermadaError && err.code === "AUDIT_UNAVAILABLE") throw err;
       throw new TermadaError("AUDIT_UNAVAILABLE", "The audit log cannot be written: nothing runs", {

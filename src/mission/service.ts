@@ -51,7 +51,12 @@ export interface Actor {
 
 /** The audit gate (src/control's Gateway): records first; refuses when the log cannot be written. */
 export interface MissionAudit {
-  record(actor: Actor, event: string, data?: Record<string, unknown>): void;
+  /** Returns the written record's seq and hash when the log reports them. */
+  record(
+    actor: Actor,
+    event: string,
+    data?: Record<string, unknown>,
+  ): { seq: number; hash: string } | undefined | void;
 }
 
 export interface MissionServiceOptions {
@@ -112,10 +117,8 @@ export class MissionService {
   readonly #redact: (text: string) => string;
   readonly #unsubscribe: () => void;
   readonly #recentSessions = new Map<string, BusEvent>();
-  /** Missions with a create/resume/close in flight (one at a time per mission). */
+  /** Missions whose resume is opening a session (an update meanwhile is SESSION_BUSY). */
   readonly #busy = new Set<string>();
-  /** The seq of the last mission.reported record seen (set synchronously by the bus). */
-  #lastReportSeq = new Map<string, number>();
 
   constructor(options: MissionServiceOptions) {
     this.#engine = options.engine;
@@ -228,7 +231,8 @@ export class MissionService {
         { hint: "Fail or cancel it and create a new mission" },
       );
     }
-    this.#claim(m.id);
+    this.#assertIdle(m.id);
+    this.#busy.add(m.id);
     try {
       const session = await this.#engine.createSession(agent, { workspace: m.workspace });
       let attempt: number;
@@ -307,14 +311,14 @@ export class MissionService {
     return m;
   }
 
-  #claim(id: string): void {
+  /** SESSION_BUSY while a resume of the mission is opening its new session. */
+  #assertIdle(id: string): void {
     if (this.#busy.has(id)) {
       throw new TermadaError("SESSION_BUSY", `Mission ${id} is being changed by another call`, {
         retriable: true,
         hint: "Retry in a moment",
       });
     }
-    this.#busy.add(id);
   }
 
   #list(owner: string | undefined, input: unknown): { missions: MissionSummary[] } {
@@ -324,16 +328,16 @@ export class MissionService {
       ...(req.status === undefined ? {} : { status: req.status }),
       limit: req.limit ?? 50,
     });
-    const pending = this.#engine.pendingApprovals();
+    // Pending approvals are few (bounded by the engine): map them to missions once.
+    const waiting = new Map<string, number>();
+    for (const p of this.#engine.pendingApprovals()) {
+      const mission = this.#store.missions.sessionRow(p.session_id)?.mission_id;
+      if (mission !== undefined) waiting.set(mission, (waiting.get(mission) ?? 0) + 1);
+    }
     return {
-      missions: rows.map((m) => {
-        const sessions = this.#sessionIds(m.id);
-        return missionSummary(
-          m,
-          this.#store.missions.steps(m.id),
-          pending.filter((p) => sessions.has(p.session_id)).length,
-        );
-      }),
+      missions: rows.map((m) =>
+        missionSummary(m, this.#store.missions.steps(m.id), waiting.get(m.id) ?? 0)
+      ),
     };
   }
 
@@ -383,7 +387,7 @@ export class MissionService {
     if (req.job_id !== undefined && req.step_status === undefined) {
       throw invalidArgument("job_id needs a step_status (passed, failed or running)");
     }
-    if (this.#busy.has(m.id)) this.#claim(m.id); // throws SESSION_BUSY
+    this.#assertIdle(m.id);
     const steps = this.#store.missions.steps(m.id);
     const idx = req.step_id === undefined ? undefined : Number(req.step_id.slice(1));
     const step = idx === undefined ? undefined : steps.find((s) => s.idx === idx);
@@ -600,7 +604,7 @@ export class MissionService {
     const markdown = renderMarkdown(evidence);
     const sha256 = sha256Hex(markdown);
     const evidenceSha = sha256Hex(JSON.stringify(evidence));
-    this.#audit.record(actor, "mission.reported", {
+    const written = this.#audit.record(actor, "mission.reported", {
       mission_id: m.id,
       sha256,
       evidence_sha256: evidenceSha,
@@ -611,7 +615,7 @@ export class MissionService {
       mission_id: m.id,
       sha256,
       evidence_sha256: evidenceSha,
-      audit_seq: this.#lastReportSeq.get(m.id) ?? null,
+      audit_seq: written ? written.seq : null,
       markdown,
       evidence,
     };
@@ -670,10 +674,6 @@ export class MissionService {
       const missionId = this.#missionOf(e);
       if (missionId === undefined) return;
       this.#keep(missionId, e);
-      if (e.type === "mission.reported" && typeof e.data.audit_seq === "number") {
-        this.#lastReportSeq.set(missionId, e.data.audit_seq);
-        if (this.#lastReportSeq.size > 1024) this.#lastReportSeq.clear();
-      }
       // Derived changes are audited too: after this record has reached every listener.
       if (REACTS_TO.has(e.type)) queueMicrotask(() => this.#react(missionId, e));
     } catch (err) {

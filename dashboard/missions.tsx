@@ -187,14 +187,8 @@ function StatusBadge(props: { status: string }): preact.JSX.Element {
   );
 }
 
-export function MissionsView(props: {
-  token: string;
-  /** The tab is shown: data is fetched only then (and on events while shown). */
-  visible: boolean;
-  /** Bumped by the App on mission, job, approval and session events (and when live again). */
-  pulse: number;
-  selected: string | undefined;
-  onSelect: (id: string | undefined) => void;
+/** What the App hands both the list and the detail: approvals, sessions, job output. */
+interface OperatorActions {
   /** The operator approval queue (the pinned approvals also come from there, live). */
   approvals: QueuedApproval[];
   busy: Record<string, boolean>;
@@ -205,7 +199,19 @@ export function MissionsView(props: {
   sessionIds: string[];
   onOpenSession: (id: string) => void;
   loadOutput: (id: string, cursor?: string) => Promise<JobOutputPage>;
-}): preact.JSX.Element {
+}
+
+export function MissionsView(
+  props: OperatorActions & {
+    token: string;
+    /** The tab is shown: data is fetched only then (and on events while shown). */
+    visible: boolean;
+    /** Bumped by the App on mission, job, approval and session events (and when live again). */
+    pulse: number;
+    selected: string | undefined;
+    onSelect: (id: string | undefined) => void;
+  },
+): preact.JSX.Element {
   const { token, selected } = props;
   const [list, setList] = useState<MissionSummary[] | undefined>();
   const [listError, setListError] = useState<string | undefined>();
@@ -357,22 +363,16 @@ export function MissionsView(props: {
   );
 }
 
-function MissionDetail(props: {
-  token: string;
-  id: string;
-  mission: Mission | undefined;
-  error: string | undefined;
-  reload: () => Promise<void>;
-  onSelect: (id: string | undefined) => void;
-  approvals: QueuedApproval[];
-  busy: Record<string, boolean>;
-  reasons: Record<string, string>;
-  onReason: (id: string, reason: string) => void;
-  onDecide: (id: string, verb: "approve" | "deny") => Promise<void>;
-  sessionIds: string[];
-  onOpenSession: (id: string) => void;
-  loadOutput: (id: string, cursor?: string) => Promise<JobOutputPage>;
-}): preact.JSX.Element {
+function MissionDetail(
+  props: OperatorActions & {
+    token: string;
+    id: string;
+    mission: Mission | undefined;
+    error: string | undefined;
+    reload: () => Promise<void>;
+    onSelect: (id: string | undefined) => void;
+  },
+): preact.JSX.Element {
   const { id, mission: m, token } = props;
   const [openJob, setOpenJob] = useState<JobInfo | undefined>();
   const [confirming, setConfirming] = useState(false);

@@ -15,9 +15,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { AuditLog } from "../src/audit/mod.ts";
-import { Daemon, socketFetch } from "../src/daemon/mod.ts";
+import { connectMcp, Daemon, SocketClientTransport, socketFetch } from "../src/daemon/mod.ts";
 import { compilePolicy, decide } from "../src/policy/mod.ts";
-import { Engine } from "../src/engine/mod.ts";
+import { testRuntime } from "../src/control/_test_util.ts";
 import { preloadNative, Pty, readProcFile, sharedPoller } from "../src/pty/mod.ts";
 import { dashboardLatency } from "./dashboard_latency.ts";
 
@@ -46,8 +46,11 @@ function gc(): void {
   (globalThis as { gc?: () => void }).gc?.();
 }
 
-/** A daemon in a throwaway home and an MCP client over its Unix socket (agent "bench"). */
-async function benchDaemon(): Promise<{ client: Client } & AsyncDisposable> {
+/**
+ * A daemon in a throwaway home and an MCP client (agent "bench") over its MCP socket (what the
+ * stdio shim relays to), or over its HTTP socket (Streamable HTTP) with `http`.
+ */
+async function benchDaemon(http = false): Promise<{ client: Client } & AsyncDisposable> {
   const home = await Deno.makeTempDir({ prefix: "termada-bench-home-" });
   const daemon = await Daemon.start({
     env: { ...Deno.env.toObject(), HOME: home },
@@ -57,12 +60,18 @@ async function benchDaemon(): Promise<{ client: Client } & AsyncDisposable> {
   });
   const sock = socketFetch(daemon.paths.socketPath);
   const client = new Client({ name: "bench", version: "1" });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL("http://termada/mcp"), {
-      fetch: sock.fetch,
-      requestInit: { headers: { "x-termada-agent": "bench" } },
-    }),
-  );
+  if (http) {
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL("http://termada/mcp"), {
+        fetch: sock.fetch,
+        requestInit: { headers: { "x-termada-agent": "bench" } },
+      }),
+    );
+  } else {
+    const conn = await connectMcp(daemon.paths.mcpSocketPath);
+    if (!conn) throw new Error("no MCP socket");
+    await client.connect(new SocketClientTransport(conn, { agent: "bench" }));
+  }
   return {
     client,
     async [Symbol.asyncDispose]() {
@@ -76,13 +85,17 @@ async function benchDaemon(): Promise<{ client: Client } & AsyncDisposable> {
 
 const runtimeDir = await Deno.makeTempDir({ prefix: "termada-bench-" });
 const env = { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: runtimeDir, LANG: "C.UTF-8" };
-const engine = new Engine({
-  runtimeDir,
-  env,
-  defaultCwd: runtimeDir,
-  record: false,
-  limits: { sessionsPerOwner: SESSIONS + 8, sessionsTotal: SESSIONS + 16 },
+// The real path of a command: control (allow-all policy) → gateway → store row, audit intent
+// (fsynced) → engine → warm bash → outcome in one transaction.
+const runtime = await testRuntime({
+  fsync: true,
+  engine: {
+    env,
+    record: false,
+    limits: { sessionsPerOwner: SESSIONS + 8, sessionsTotal: SESSIONS + 16 },
+  },
 });
+const engine = runtime.engine;
 
 out(`termada bench — ${Deno.build.target}, deno ${Deno.version.deno}${QUICK ? " (quick)" : ""}`);
 
@@ -104,7 +117,7 @@ out(`termada bench — ${Deno.build.target}, deno ${Deno.version.deno}${QUICK ? 
     sp.push(performance.now() - t0);
   }
   out(
-    `(a) echo hi in a warm session: p50 ${ms(pct(rt, 50))}, p99 ${
+    `(a) echo hi in a warm session (control + gate + store + fsynced intent): p50 ${ms(pct(rt, 50))}, p99 ${
       ms(pct(rt, 99))
     } (n=${rt.length}; target p50 <= 1 ms)`,
   );
@@ -226,11 +239,11 @@ out(`termada bench — ${Deno.build.target}, deno ${Deno.version.deno}${QUICK ? 
   out(`    poller cycles so far: ${sharedPoller().cycles}`);
 }
 
-await engine.shutdown();
+await runtime[Symbol.asyncDispose]();
 
 // ── (d) MCP round trip through the daemon ───────────────────────────────────
-{
-  await using b = await benchDaemon();
+for (const http of [false, true]) {
+  await using b = await benchDaemon(http);
   const client = b.client;
   for (let i = 0; i < 50; i++) {
     await client.callTool({ name: "exec_run", arguments: { command: ["echo", "hi"] } });
@@ -245,9 +258,9 @@ await engine.shutdown();
     }
   }
   out(
-    `(d) MCP exec_run "echo hi" over the Unix socket (daemon with SQLite + spool): p50 ${
-      ms(pct(lat, 50))
-    }, p99 ${ms(pct(lat, 99))} (n=${lat.length})`,
+    `(d) MCP exec_run "echo hi", SDK client → daemon over its ${
+      http ? "HTTP socket (Streamable HTTP)" : "MCP socket (newline JSON-RPC)"
+    }: p50 ${ms(pct(lat, 50))}, p99 ${ms(pct(lat, 99))} (n=${lat.length})`,
   );
 }
 

@@ -186,6 +186,9 @@ class ChildStdioTransport implements Transport {
           if (line) this.onmessage?.(JSON.parse(line));
         }
       }
+      // The shim exited on its own (its daemon stopped): stdin is released here, since the
+      // client will not call close() on a transport that already reported its end.
+      await this.#closeStdin();
       this.onclose?.();
     })();
     return Promise.resolve();
@@ -195,12 +198,16 @@ class ChildStdioTransport implements Transport {
     await this.#writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n"));
   }
 
+  #stdinClosed: Promise<void> | undefined;
+  #closeStdin(): Promise<void> {
+    return this.#stdinClosed ??= this.#writer.close().catch(async () => {
+      // The shim exited first: release stdin all the same.
+      await this.#writer.abort().catch(() => {});
+    });
+  }
+
   async close(): Promise<void> {
-    try {
-      await this.#writer.close();
-    } catch {
-      // already closed
-    }
+    await this.#closeStdin();
     const st = await Promise.race([
       this.#child.status,
       new Promise<undefined>((r) => {

@@ -1,43 +1,30 @@
-/** Test harness: the HTTP app with a real engine, an allow-all gateway and an event bus. */
-import { type AuditPort, Gateway } from "../control/mod.ts";
-import { testEngine } from "../engine/_test_util.ts";
-import { EventBus } from "../shared/mod.ts";
+/** Test harness: the HTTP app on the real control layer (allow-all policy) and an event bus. */
+import { type TestRuntime, testRuntime, type TestRuntimeOptions } from "../control/_test_util.ts";
+import type { EventBus } from "../shared/mod.ts";
 import type { DashboardFiles } from "./dashboard.ts";
 import { createApp } from "./mod.ts";
 
 export const OPERATOR_TOKEN = "op-" + "x".repeat(40);
 
 export interface OperatorTestApp extends AsyncDisposable {
-  te: Awaited<ReturnType<typeof testEngine>>;
+  te: TestRuntime;
   bus: EventBus;
   app: ReturnType<typeof createApp>;
-  gateway: Gateway;
   /** GET on the Unix listener with the operator token. */
   get(path: string, headers?: Record<string, string>): Response | Promise<Response>;
 }
 
 export async function operatorTestApp(
   options: {
-    busCapacity?: number;
     devMode?: boolean;
-    audit?: AuditPort;
     dashboardFiles?: DashboardFiles;
+    busCapacity?: number;
+    audit?: TestRuntimeOptions["audit"];
   } = {},
 ): Promise<OperatorTestApp> {
-  const bus = new EventBus(options.busCapacity ?? 1000);
-  const gateway = new Gateway({
-    bus,
-    policy: {
-      decide: () => ({ action: "allow", reason: "ok" }),
-      decideLine: () => ({ action: "allow", reason: "ok" }),
-    },
-    audit: options.audit ?? { append: () => {} },
-    approvals: { insertApproval: () => {}, decideApproval: () => true },
-  });
-  const te = await testEngine({ admission: gateway });
-  gateway.attach(te.engine);
+  const te = await testRuntime({ busCapacity: options.busCapacity, audit: options.audit });
   const app = createApp({
-    engine: te.engine,
+    control: te.control,
     version: "test",
     port: 7717,
     agents: {
@@ -46,14 +33,13 @@ export async function operatorTestApp(
       devMode: options.devMode ?? true,
     },
     operatorToken: OPERATOR_TOKEN,
-    operator: { gateway, bus },
+    operator: { bus: te.bus, auditTail: (n) => te.audit.tail(n) },
     dashboardFiles: options.dashboardFiles,
   });
   return {
     te,
-    bus,
+    bus: te.bus,
     app,
-    gateway,
     get(path: string, headers: Record<string, string> = {}) {
       return app.app.fetch(
         new Request(`http://termada${path}`, {
@@ -63,7 +49,6 @@ export async function operatorTestApp(
       );
     },
     async [Symbol.asyncDispose]() {
-      gateway.close();
       await app.close();
       await te[Symbol.asyncDispose]();
     },

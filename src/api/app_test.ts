@@ -10,8 +10,7 @@ import {
   StreamableHTTPError,
 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { testEngine } from "../engine/_test_util.ts";
-import type { Engine } from "../engine/mod.ts";
+import { type AgentApi, testRuntime } from "../control/_test_util.ts";
 import { type AgentDirectory, createApp, type Listener, type TermadaApp } from "./mod.ts";
 
 const PORT = 47_123;
@@ -33,7 +32,7 @@ function directory(devMode: boolean): AgentDirectory {
 
 interface TestApp extends AsyncDisposable {
   app: TermadaApp;
-  engine: Engine;
+  engine: AgentApi;
   agents: [string, "token" | "dev"][];
   /** One request through the app as `listener` delivers it. The caller consumes the body. */
   request(listener: Listener, path: string, init?: RequestInit): Promise<Response>;
@@ -42,10 +41,10 @@ interface TestApp extends AsyncDisposable {
 async function testApp(
   options: { devMode?: boolean; maxMcpSessions?: number } = {},
 ): Promise<TestApp> {
-  const te = await testEngine();
+  const te = await testRuntime();
   const agents: [string, "token" | "dev"][] = [];
   const app = createApp({
-    engine: te.engine,
+    control: te.control,
     version: VERSION,
     agents: directory(options.devMode ?? true),
     port: PORT,
@@ -424,11 +423,17 @@ Deno.test("MCP request bodies are bounded and must be JSON", async (t) => {
       body,
     });
 
-  await t.step("a body over 4 MiB is 413", async () => {
-    const res = await post("x".repeat(4 * 1024 * 1024 + 1));
-    assert.equal(res.status, 413);
-    assert.equal(await errorCode(res), "INVALID_ARGUMENT");
-  });
+  await t.step(
+    "a body over 4 MiB is 413 with a JSON-RPC error saying it is too large",
+    async () => {
+      const res = await post("x".repeat(4 * 1024 * 1024 + 1));
+      assert.equal(res.status, 413);
+      const body = await res.json();
+      assert.equal(body.error.code, -32600);
+      assert.match(body.error.message, /too large/);
+      assert.equal(body.id, null);
+    },
+  );
   await t.step("the limit counts bytes, not characters", async () => {
     // 3 Mi two-byte characters: 6 MiB on the wire but fewer than 4 Mi UTF-16 code units.
     const res = await post(JSON.stringify({ pad: "é".repeat(3 * 1024 * 1024) }));
@@ -451,11 +456,23 @@ Deno.test("MCP request bodies are bounded and must be JSON", async (t) => {
     assert.equal(res.status, 413);
     await res.body?.cancel();
   });
-  await t.step("a body that is not JSON is 400", async () => {
+  await t.step("a body that is not JSON is 400 with a JSON-RPC parse error", async () => {
     const res = await post("{not json");
     assert.equal(res.status, 400);
-    assert.equal(await errorCode(res), "INVALID_ARGUMENT");
+    assert.equal((await res.json()).error.code, -32700);
   });
+  await t.step(
+    "a body that is not a JSON-RPC message (or an empty batch) is Invalid Request",
+    async () => {
+      for (const body of ["[]", '{"foo":1}', "[1]", '"x"']) {
+        const res = await post(body);
+        assert.equal(res.status, 400, body);
+        const json = await res.json();
+        assert.equal(json.error.code, -32600, body);
+        assert.match(json.error.message, /Invalid Request/, body);
+      }
+    },
+  );
   await t.step("an empty body is 400", async () => {
     const res = await post("");
     assert.equal(res.status, 400);

@@ -7,7 +7,7 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { AppEnv } from "./app.ts";
+import type { AppEnv } from "./http.ts";
 
 const DIR = new URL("../../dashboard/", import.meta.url);
 

@@ -123,14 +123,20 @@ Deno.test("an operator kills any agent's job: audited first, agents' jobs end as
   const records: { actor: unknown; event: string; data?: Record<string, unknown> }[] = [];
   let statusWhenAudited: string | undefined;
   await using h = await operatorTestApp({
-    audit: {
+    audit: (log) => ({
       append: (actor, event, data) => {
         records.push({ actor, event, data });
         if (event === "job.killed_by_operator") {
-          statusWhenAudited = h.te.engine.anyJob(String(data?.job_id)).status;
+          statusWhenAudited = h.te.ops.job(String(data?.job_id)).status;
         }
+        return log.append(actor, event, data);
       },
-    },
+      write: (actor, event, data) => log.write(actor, event, data),
+      appendDurable: (actor, event, data) => log.appendDurable(actor, event, data),
+      get healthy() {
+        return log.healthy;
+      },
+    }),
   });
   const { te, app } = h;
   try {
@@ -210,8 +216,8 @@ Deno.test("takeover over the API: agents wait, the operator types, release hands
   await other.body?.cancel();
   // The operator's command is an operator job; let it finish before handing back.
   for (let i = 0; i < 300; i++) {
-    const op = e.allJobs(10).find((j) => j.owner === "operator:dash");
-    if (op?.status === "exited" && e.allSessions()[0]?.state === "operator") break;
+    const op = h.te.ops.jobs(10).find((j) => j.owner === "operator:dash");
+    if (op?.status === "exited" && h.te.ops.sessions()[0]?.state === "operator") break;
     await new Promise((res) => setTimeout(res, 10));
   }
   await e.sessionOf("alice", r.session_id).ready;

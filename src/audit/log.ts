@@ -9,6 +9,7 @@
 import { type Clock, invalidArgument, logger, systemClock, TermadaError } from "../shared/mod.ts";
 import { canonicalJson } from "./canonical.ts";
 import { listDir, readFirstLine, readLastLines, removeIfPresent, syncDir } from "./_files.ts";
+import { verifyAudit } from "./verify.ts";
 import {
   ACTOR_KINDS,
   AUDIT_ACTOR,
@@ -57,12 +58,22 @@ export interface AuditIo {
   write(file: Deno.FsFile, bytes: Uint8Array): number;
   /** Flushes the file's data to the disk (fdatasync). */
   sync(file: Deno.FsFile): void;
+  /** The same, off the main thread (Deno's blocking pool): for group syncs. */
+  syncAsync?(file: Deno.FsFile): Promise<void>;
 }
 
 export const SYSTEM_IO: AuditIo = {
   write: (file, bytes) => file.writeSync(bytes),
   sync: (file) => file.syncDataSync(),
+  syncAsync: (file) => file.syncData(),
 };
+
+/**
+ * How long a lazily written record may wait for its group sync (records written meanwhile share
+ * it). A crash of the daemon loses nothing written (the page cache has it); only a crash of the
+ * machine inside this window can lose a lazily written record.
+ */
+export const LAZY_SYNC_MS = 20;
 
 export const DEFAULT_MAX_SEGMENT_BYTES = 8 * 1024 * 1024;
 export const MIN_SEGMENT_BYTES = 1024;
@@ -283,6 +294,12 @@ function fileId(st: Deno.FileInfo): string {
   return `${st.dev}:${st.ino}`;
 }
 
+interface SyncWaiter {
+  seq: number;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
 let openWithIo: (dir: string, options: AuditOptions, io: AuditIo) => AuditLog;
 
 /**
@@ -303,6 +320,11 @@ export class AuditLog {
   #head: ChainHead;
   #failure: TermadaError | null = null;
   #closed = false;
+  /** seq of the last record known to be on disk (fdatasync done). */
+  #syncedSeq = 0;
+  #syncing: Promise<void> | null = null;
+  #syncWaiters: SyncWaiter[] = [];
+  #lazyTimer: ReturnType<typeof setTimeout> | undefined;
 
   static {
     openWithIo = (dir, options, io) => AuditLog.#open(dir, options, io);
@@ -327,6 +349,7 @@ export class AuditLog {
     this.#segmentBytes = tail.goodBytes;
     this.#firstSegment = tail.firstSegment;
     this.#head = tail.head;
+    this.#syncedSeq = tail.head.seq;
   }
 
   /**
@@ -464,6 +487,104 @@ export class AuditLog {
    * false) until the log is closed and opened again.
    */
   append(actor: AuditActor, event: string, data: Record<string, unknown> = {}): AuditRecord {
+    return this.#append(actor, event, data, true);
+  }
+
+  /**
+   * Appends one record without waiting for the disk: it is written (a crash of the daemon keeps
+   * it) and becomes durable with the next group sync, at most LAZY_SYNC_MS later. For records
+   * of outcomes, not for intents that must be durable before a side effect.
+   */
+  write(actor: AuditActor, event: string, data: Record<string, unknown> = {}): AuditRecord {
+    const rec = this.#append(actor, event, data, false);
+    this.#scheduleLazySync();
+    return rec;
+  }
+
+  /**
+   * Appends one record and resolves once it is on disk. The fdatasync runs off the main thread
+   * and is shared by every record written meanwhile (group commit), so concurrent callers pay
+   * one sync between them. Run the side effect only after this resolves.
+   */
+  async appendDurable(
+    actor: AuditActor,
+    event: string,
+    data: Record<string, unknown> = {},
+  ): Promise<AuditRecord> {
+    const rec = this.#append(actor, event, data, false);
+    await this.durable(rec.seq);
+    return rec;
+  }
+
+  /** Resolves once every record up to `seq` (default: the last written) is on disk. */
+  durable(seq: number = this.#head.seq): Promise<void> {
+    if (seq <= this.#syncedSeq || !this.#o.fsync) return Promise.resolve();
+    if (this.#failure !== null) return Promise.reject(this.#failure);
+    const p = Promise.withResolvers<void>();
+    this.#syncWaiters.push({ seq, resolve: p.resolve, reject: p.reject });
+    this.#kickSync();
+    return p.promise;
+  }
+
+  #scheduleLazySync(): void {
+    if (!this.#o.fsync || this.#lazyTimer !== undefined || this.#closed) return;
+    this.#lazyTimer = setTimeout(() => {
+      this.#lazyTimer = undefined;
+      this.durable().catch(() => {/* latched: the next append reports it */});
+    }, LAZY_SYNC_MS);
+  }
+
+  /** One sync at a time; when it ends, the next covers everything written meanwhile. */
+  #kickSync(): void {
+    if (this.#syncing !== null || this.#syncWaiters.length === 0) return;
+    const file = this.#file;
+    const upTo = this.#head.seq;
+    if (file === null) {
+      this.#settleWaiters(
+        upTo,
+        this.#failure ?? unavailable("The audit log is closed", HINT_WRITE),
+      );
+      return;
+    }
+    const run = this.#io.syncAsync
+      ? this.#io.syncAsync(file)
+      : Promise.resolve().then(() => this.#io.sync(file));
+    this.#syncing = run.then(
+      () => {
+        this.#syncedSeq = Math.max(this.#syncedSeq, upTo);
+        this.#settleWaiters(this.#syncedSeq);
+      },
+      (err) => {
+        // A rotation or close synced the file itself before closing it: nothing is lost.
+        if (this.#syncedSeq >= upTo) {
+          this.#settleWaiters(this.#syncedSeq);
+          return;
+        }
+        const failure = this.#latch(err);
+        this.#settleWaiters(this.#syncedSeq, failure);
+      },
+    ).finally(() => {
+      this.#syncing = null;
+      this.#kickSync();
+    });
+  }
+
+  #settleWaiters(synced: number, failure?: TermadaError): void {
+    const rest: SyncWaiter[] = [];
+    for (const w of this.#syncWaiters) {
+      if (w.seq <= synced) w.resolve();
+      else if (failure) w.reject(failure);
+      else rest.push(w);
+    }
+    this.#syncWaiters = rest;
+  }
+
+  #append(
+    actor: AuditActor,
+    event: string,
+    data: Record<string, unknown>,
+    sync: boolean,
+  ): AuditRecord {
     this.#assertWritable();
     const who = validActor(actor, event);
     validEvent(event);
@@ -479,7 +600,7 @@ export class AuditLog {
       );
     }
     const time = this.#now();
-    return this.#guarded(() => this.#put(who, event, dataJson, time));
+    return this.#guarded(() => this.#put(who, event, dataJson, time, sync));
   }
 
   /** The last n records (0 ≤ n ≤ 10 000), oldest first, read back from disk and checked. */
@@ -522,9 +643,74 @@ export class AuditLog {
   /** Closes the current segment. Idempotent; a closed log refuses appends. */
   close(): void {
     if (this.#closed) return;
+    clearTimeout(this.#lazyTimer);
+    this.#lazyTimer = undefined;
+    this.#syncNow();
     this.#closed = true;
     OPEN_DIRS.delete(this.#key);
     this.#closeFile();
+    this.#settleWaiters(this.#syncedSeq, unavailable("The audit log is closed", HINT_WRITE));
+  }
+
+  /** Syncs what was written lazily, on this thread (close, rotation). */
+  #syncNow(): void {
+    if (this.#file === null || this.#syncedSeq >= this.#head.seq || this.#failure !== null) return;
+    try {
+      if (this.#o.fsync) this.#io.sync(this.#file);
+      this.#syncedSeq = this.#head.seq;
+      this.#settleWaiters(this.#syncedSeq);
+    } catch (err) {
+      this.#latch(err);
+    }
+  }
+
+  /**
+   * Reopens a log that latched unhealthy after a write failure, once the cause is gone: the whole
+   * chain is verified first (a broken chain stays refused), then the last segment is reopened
+   * (a torn last record is cut and recorded) and appends work again. Returns what was verified.
+   */
+  resume(): { failure: string; verified_records: number } {
+    if (this.#closed) {
+      throw unavailable("Cannot resume the audit log: it is closed", "Restart Termada");
+    }
+    const failure = this.#failure;
+    if (failure === null) return { failure: "", verified_records: 0 };
+    const v = verifyAudit(this.#dir);
+    if (!v.ok) {
+      const b = v.firstBroken!;
+      throw unavailable(
+        `Cannot resume the audit log in "${this.#dir}": the chain is broken at ` +
+          `${b.seq === null ? `"${b.segment}"` : `record ${b.seq}`}: ${b.reason}`,
+        HINT_BROKEN,
+        undefined,
+        { broken: b },
+      );
+    }
+    let tail: TailState;
+    let file: Deno.FsFile;
+    try {
+      tail = readTail(this.#dir);
+      file = AuditLog.#openSegment(this.#dir, tail, this.#o, this.#io);
+      this.#fileId = fileId(file.statSync());
+    } catch (err) {
+      if (err instanceof TermadaError) throw err;
+      throw unavailable(
+        `Cannot resume the audit log in "${this.#dir}": ${(err as Error).message}`,
+        HINT_WRITE,
+        err,
+      );
+    }
+    this.#closeFile();
+    this.#file = file;
+    this.#segment = tail.segment;
+    this.#segmentBytes = tail.goodBytes;
+    this.#firstSegment = tail.firstSegment;
+    this.#head = tail.head;
+    this.#syncedSeq = tail.head.seq;
+    this.#failure = null;
+    this.#finishOpen(tail);
+    log.info("audit log resumed", { dir: this.#dir, after: failure.message });
+    return { failure: failure.message, verified_records: v.records };
   }
 
   [Symbol.dispose](): void {
@@ -571,22 +757,33 @@ export class AuditLog {
     try {
       return write();
     } catch (err) {
-      if (this.#failure === null) {
-        const why = err instanceof Error ? err.message : String(err);
-        this.#failure = unavailable(
-          `Cannot write to the audit log in "${this.#dir}": ${why}`,
-          HINT_WRITE,
-          err,
-        );
-        log.error("audit log stopped after a write failure", { dir: this.#dir, error: why });
-        this.#closeFile();
-      }
-      throw this.#failure;
+      throw this.#latch(err);
     }
   }
 
+  /** The first write or sync failure latches the log unhealthy until `resume`. */
+  #latch(err: unknown): TermadaError {
+    if (this.#failure === null) {
+      const why = err instanceof Error ? err.message : String(err);
+      this.#failure = unavailable(
+        `Cannot write to the audit log in "${this.#dir}": ${why}`,
+        HINT_WRITE,
+        err,
+      );
+      log.error("audit log stopped after a write failure", { dir: this.#dir, error: why });
+      this.#closeFile();
+    }
+    return this.#failure;
+  }
+
   /** Builds, writes and fsyncs one record, rotating first when the segment would overflow. */
-  #put(actor: AuditActor, event: string, dataJson: string, time: string): AuditRecord {
+  #put(
+    actor: AuditActor,
+    event: string,
+    dataJson: string,
+    time: string,
+    sync = true,
+  ): AuditRecord {
     const build = () => {
       const parts: RecordParts = { seq: this.#head.seq + 1, time, actor, event, dataJson };
       const hash = recordHash(this.#head.hash, parts);
@@ -600,8 +797,12 @@ export class AuditLog {
       this.#rotate();
       rec = build();
     }
-    this.#write(rec.bytes);
+    this.#write(rec.bytes, sync);
     this.#head = { seq: rec.parts.seq, hash: rec.hash };
+    if (sync && this.#o.fsync) {
+      this.#syncedSeq = rec.parts.seq;
+      this.#settleWaiters(this.#syncedSeq);
+    }
     return {
       seq: rec.parts.seq,
       time,
@@ -613,7 +814,7 @@ export class AuditLog {
     };
   }
 
-  #write(bytes: Uint8Array): void {
+  #write(bytes: Uint8Array, sync: boolean): void {
     const file = this.#file;
     if (file === null) throw new Error("the segment is not open");
     let off = 0;
@@ -623,7 +824,7 @@ export class AuditLog {
       off += n;
     }
     this.#segmentBytes += bytes.length;
-    if (this.#o.fsync) this.#io.sync(file);
+    if (sync && this.#o.fsync) this.#io.sync(file);
     // Written to an open file that is no longer in the directory (removed or replaced) is not
     // written to the log: say so before the caller acts.
     const path = this.#path(this.#segment);
@@ -642,6 +843,12 @@ export class AuditLog {
 
   /** Starts the next segment; prunes the oldest ones when more than keepSegments remain. */
   #rotate(): void {
+    // Lazily written records of the closing segment reach the disk before it is closed.
+    if (this.#o.fsync && this.#file !== null && this.#syncedSeq < this.#head.seq) {
+      this.#io.sync(this.#file);
+      this.#syncedSeq = this.#head.seq;
+      this.#settleWaiters(this.#syncedSeq);
+    }
     const next = this.#segment + 1;
     const file = Deno.openSync(this.#path(next), {
       createNew: true,

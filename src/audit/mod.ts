@@ -16,3 +16,4 @@ export {
 export { verifyAudit, type VerifyResult } from "./verify.ts";
 export { type AuditActor, type AuditRecord, GENESIS } from "./record.ts";
 export { canonicalJson } from "./canonical.ts";
+export type { AuditEventName, AuditEvents, DecisionRecord } from "./events.ts";

@@ -34,8 +34,9 @@ Usage:
       The approval queue: commands the policy sent to an operator.
   termada stop [--barrier-ms MS] [--grace-ms MS] | termada resume
       Kill switch: refuse new commands for a while and stop every running job.
-  termada audit [-n N] [--json] | termada audit verify
-      The tamper-evident audit log; verify checks the whole hash chain (works offline).
+  termada audit [-n N] [--json] | termada audit verify | termada audit resume
+      The tamper-evident audit log; verify checks the whole hash chain (works offline);
+      resume reopens a log that stopped after a write fault, once the chain verifies.
   termada mission list [--status S] | show ID | report ID [--json] [--out FILE] | cancel ID
       Missions of every agent: plan, runtime-verified steps, the evidence report (its hash is
       recorded in the audit log), or cancel one.

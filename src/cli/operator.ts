@@ -190,9 +190,19 @@ export async function auditCommand(args: string[], ctx: OperatorContext): Promis
     }
     return r.ok ? 0 : 1;
   }
+  if (positionals[0] === "resume") {
+    const r = await call(p, "POST", "/audit/resume", {});
+    if (values.json) await ctx.out(JSON.stringify(r, null, 2) + "\n");
+    else if (r.resumed) {
+      await ctx.out(
+        `Audit log resumed after: ${r.failure}\n${r.verified_records} records verified first.\n`,
+      );
+    } else await ctx.out("The audit log is healthy: nothing to resume.\n");
+    return 0;
+  }
   if (positionals.length > 0) {
     throw new TermadaError("INVALID_ARGUMENT", `Unknown audit command "${positionals[0]}"`, {
-      hint: "termada audit [-n N] [--json] | termada audit verify",
+      hint: "termada audit [-n N] [--json] | termada audit verify | termada audit resume",
     });
   }
   const r = await call(p, "GET", `/audit?n=${encodeURIComponent(values.n ?? "50")}`);

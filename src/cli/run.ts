@@ -1,11 +1,17 @@
 /**
- * `termada run -- <argv…>`: runs one command through the engine in a fresh local session and
- * prints the structured result as JSON on stdout (the same shape `exec_run` returns). The exit
- * code mirrors the command's. Until the daemon exists this is how a person tries the engine.
+ * `termada run -- <argv…>`: runs one command through the daemon — the same gateway, policy,
+ * approvals and audit as any agent's command, visible on the dashboard — in a fresh session
+ * that is closed afterwards, and prints the structured result as JSON on stdout (the shape
+ * `exec_run` returns). The exit code mirrors the command's. The daemon is started when none
+ * runs. It acts as agent `cli` (development mode) or as the agent of `--token` /
+ * `TERMADA_AGENT_TOKEN`.
  */
 import { parseArgs } from "node:util";
-import { Engine } from "../engine/mod.ts";
-import { TermadaError } from "../shared/mod.ts";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { effectivePaths, loadConfig, resolvePaths } from "../config/mod.ts";
+import { ensureDaemon, SocketClientTransport } from "../daemon/mod.ts";
+import { type ErrorCode, TermadaError } from "../shared/mod.ts";
+import { selfCommand } from "./serve.ts";
 
 export async function runCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -16,6 +22,9 @@ export async function runCommand(args: string[]): Promise<number> {
       cwd: { type: "string" },
       timeout: { type: "string" },
       background: { type: "boolean" },
+      config: { type: "string" },
+      agent: { type: "string" },
+      token: { type: "string" },
     },
   });
   if (positionals.length === 0) {
@@ -23,25 +32,56 @@ export async function runCommand(args: string[]): Promise<number> {
       hint: "termada run [--shell bash|zsh|sh] [--cwd DIR] [--timeout MS] -- COMMAND [ARGS…]",
     });
   }
-  const runtimeDir = await Deno.makeTempDir({ prefix: "termada-run-" });
-  const engine = new Engine({ runtimeDir, record: false });
-  try {
-    if (values.shell !== undefined) {
-      await engine.createSession("cli", { shell: values.shell, cwd: values.cwd });
-    }
-    const session = engine.listSessions("cli")[0]?.session_id;
-    const result = await engine.run("cli", {
-      command: positionals,
-      session,
-      cwd: session ? undefined : values.cwd,
-      timeout_ms: values.timeout === undefined ? 600_000 : Number(values.timeout),
-      mode: values.background ? "background" : undefined,
-    });
-    const out = new TextEncoder().encode(JSON.stringify(result, null, 2) + "\n");
-    await Deno.stdout.write(out);
-    return result.exit_code ?? 1;
-  } finally {
-    await engine.shutdown();
-    await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
+  const timeout = values.timeout === undefined ? 600_000 : Number(values.timeout);
+  if (!Number.isInteger(timeout) || timeout < 0 || timeout > 600_000) {
+    throw new TermadaError("INVALID_ARGUMENT", `"--timeout" must be 0 to 600000 ms`);
   }
+  const env = Deno.env.toObject();
+  const base = resolvePaths({ env, configFile: values.config });
+  const { config } = await loadConfig(base.configFile, env, {
+    required: values.config !== undefined,
+  });
+  const paths = effectivePaths(base, config);
+  const forward = ["serve", ...(values.config ? ["--config", values.config] : [])];
+  const { conn } = await ensureDaemon(paths.mcpSocketPath, paths.logPath, selfCommand(forward));
+  const token = values.token ?? env.TERMADA_AGENT_TOKEN;
+  const client = new Client({ name: "termada-cli", version: "1" });
+  await client.connect(
+    new SocketClientTransport(conn, token ? { token } : { agent: values.agent ?? "cli" }),
+  );
+  let session: string | undefined;
+  try {
+    const created = await call(client, "session_create", {
+      ...(values.shell === undefined ? {} : { shell: values.shell }),
+      ...(values.cwd === undefined ? {} : { cwd: values.cwd }),
+    });
+    session = created.session_id as string;
+    const result = await call(client, "exec_run", {
+      command: positionals,
+      session_id: session,
+      timeout_ms: timeout,
+      ...(values.background ? { mode: "background" } : {}),
+    });
+    await Deno.stdout.write(new TextEncoder().encode(JSON.stringify(result, null, 2) + "\n"));
+    return typeof result.exit_code === "number" ? result.exit_code : 1;
+  } finally {
+    if (session) await call(client, "session_close", { session_id: session }).catch(() => {});
+    await client.close();
+  }
+}
+
+async function call(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const r = await client.callTool({ name, arguments: args });
+  const sc = (r.structuredContent ?? {}) as Record<string, unknown>;
+  if (r.isError) {
+    const e = sc.error as { code?: string; message?: string; hint?: string } | undefined;
+    throw new TermadaError((e?.code ?? "INTERNAL") as ErrorCode, e?.message ?? "failed", {
+      hint: e?.hint,
+    });
+  }
+  return sc;
 }

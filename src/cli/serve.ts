@@ -39,7 +39,6 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
     },
   });
   const env = Deno.env.toObject();
-  if (values["log-file"]) setLogFile(values["log-file"]);
   const level = values["log-level"] ?? env.TERMADA_LOG_LEVEL;
   if (level === "debug" || level === "info" || level === "warn" || level === "error") {
     setLogLevel(level);
@@ -50,6 +49,7 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
       ...(values.config ? ["--config", values.config] : []),
       ...(values.bind ? ["--bind", values.bind] : []),
     ];
+    if (values["log-file"]) setLogFile(values["log-file"]);
     return await runShim({
       env,
       configFile: values.config,
@@ -64,6 +64,7 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
     configFile: values.config,
     bind: values.bind,
     logLevelSet: level !== undefined,
+    logFile: values["log-file"],
   });
   const stop = () => daemon.stop("signal");
   Deno.addSignalListener("SIGINT", stop);
@@ -72,6 +73,7 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
   ctx.print(`Termada ${ctx.version} is running (pid ${s.pid}).
 
   Unix socket  ${s.socketPath}
+  MCP socket   ${s.mcpSocketPath}   (termada serve --stdio relays to it)
   MCP (HTTP)   ${s.url}/mcp   (agent token required)
   Dashboard    ${s.dashboardUrl}
 

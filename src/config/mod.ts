@@ -9,6 +9,7 @@ export {
   ensurePrivateDir,
   ensureStateDirs,
   MAX_SOCKET_PATH_BYTES,
+  mcpSocketBeside,
   resolvePaths,
   type ResolvePathsOptions,
   type TermadaPaths,

@@ -12,8 +12,10 @@ export interface TermadaPaths {
   configFile: string;
   /** Private state directory (0700): everything below lives here unless noted. */
   stateDir: string;
-  /** Unix socket of the daemon; outside `stateDir` when that path would be too long. */
+  /** Unix socket of the daemon (HTTP); outside `stateDir` when that path would be too long. */
   socketPath: string;
+  /** The daemon's MCP socket (newline-delimited JSON-RPC: the stdio shim, `termada run`). */
+  mcpSocketPath: string;
   /** Lock file that guarantees a single daemon. */
   lockPath: string;
   /** SQLite database. */
@@ -28,6 +30,8 @@ export interface TermadaPaths {
   runtimeDir: string;
   /** Dashboard / CLI token. */
   tokenFile: string;
+  /** What the running daemon bound (pid, socket, TCP port), for clients. */
+  infoFile: string;
 }
 
 export interface ResolvePathsOptions {
@@ -77,24 +81,34 @@ function shortHash(text: string): string {
  * `/tmp/termada-<uid>-<hash>/termada.sock`: a directory of its own, which the daemon makes 0700
  * and refuses if another user owns it, so nobody else can squat the socket path.
  */
-function socketPathFor(stateDir: string, env: Record<string, string | undefined>): string {
-  const normal = join(stateDir, "termada.sock");
+function socketPathFor(
+  stateDir: string,
+  env: Record<string, string | undefined>,
+  name = "termada",
+): string {
+  const normal = join(stateDir, `${name}.sock`);
   if (byteLength(normal) <= MAX_SOCKET_PATH_BYTES) return normal;
   const hash = shortHash(stateDir);
   const runtime = xdgDir(env, "XDG_RUNTIME_DIR");
   if (runtime) {
-    const candidate = join(runtime, `termada-${hash}.sock`);
+    const candidate = join(runtime, `${name}-${hash}.sock`);
     if (byteLength(candidate) <= MAX_SOCKET_PATH_BYTES) return candidate;
   }
   // Only here do we need the uid (and the `sys` permission that reads it).
   const uid = Deno.uid() ?? 0;
-  return join("/tmp", `termada-${uid}-${hash}`, "termada.sock");
+  return join("/tmp", `termada-${uid}-${hash}`, `${name}.sock`);
+}
+
+/** The MCP (newline-delimited JSON-RPC) socket that sits beside the HTTP socket `socket`. */
+export function mcpSocketBeside(socket: string): string {
+  return socket.replace(/(\.sock)?$/, "-mcp.sock");
 }
 
 /** Resolves every path Termada uses; creates nothing. */
 export function resolvePaths(options: ResolvePathsOptions): TermadaPaths {
   const { env } = options;
-  const homeOption = options.home ?? (env.TERMADA_HOME || undefined);
+  // Set but empty means unset (never "the current directory").
+  const homeOption = options.home || env.TERMADA_HOME || undefined;
   const home = homeOption === undefined ? undefined : resolve(homeOption);
 
   const configFile = options.configFile !== undefined
@@ -117,6 +131,7 @@ export function resolvePaths(options: ResolvePathsOptions): TermadaPaths {
     configFile,
     stateDir,
     socketPath: socketPathFor(stateDir, env),
+    mcpSocketPath: socketPathFor(stateDir, env, "termada-mcp"),
     lockPath: join(stateDir, "termada.lock"),
     dbPath: join(stateDir, "termada.db"),
     logPath: join(stateDir, "daemon.log"),
@@ -124,6 +139,7 @@ export function resolvePaths(options: ResolvePathsOptions): TermadaPaths {
     spoolDir: join(stateDir, "spool"),
     runtimeDir: join(stateDir, "run"),
     tokenFile: join(stateDir, "token"),
+    infoFile: join(stateDir, "daemon.json"),
   };
 }
 
@@ -146,8 +162,9 @@ function mode(info: Deno.FileInfo): number {
 export function ensurePrivateDir(path: string): void {
   let info = lstatOrNull(path);
   if (info === null) {
-    // Parents get the default mode (like `mkdir -p -m 0700`); only the leaf must be private.
-    Deno.mkdirSync(dirname(path), { recursive: true });
+    // Parents we create are private too (XDG: create missing base directories 0700); parents
+    // that exist are left as they are.
+    Deno.mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     try {
       Deno.mkdirSync(path, { mode: 0o700 });
     } catch (err) {
@@ -201,6 +218,7 @@ export function ensureStateDirs(paths: TermadaPaths): void {
     paths.spoolDir,
     paths.runtimeDir,
     dirname(paths.socketPath),
+    dirname(paths.mcpSocketPath),
   ];
   for (const dir of new Set(dirs)) ensurePrivateDir(dir);
 }

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import type { TermadaPaths } from "./paths.ts";
-import { MAX_SOCKET_PATH_BYTES } from "./paths.ts";
+import { MAX_SOCKET_PATH_BYTES, mcpSocketBeside } from "./paths.ts";
 
 /** Bounds of the config values, documented in docs/CONFIG.md. */
 export const CONFIG_LIMITS = {
@@ -78,8 +78,9 @@ const Server = z.strictObject({
           `"[::1]:7717" (127.0.0.0/8 or ::1 only), not "${bind}"`,
       });
     }
-  }).default("127.0.0.1:7717"),
-  socket: AbsolutePath(MAX_SOCKET_PATH_BYTES).nullable().default(null),
+  }).nullable().default(null),
+  // "-mcp" is added beside it for the MCP socket: keep room for those 4 bytes.
+  socket: AbsolutePath(MAX_SOCKET_PATH_BYTES - 4).nullable().default(null),
 });
 
 const Log = z.strictObject({
@@ -144,6 +145,11 @@ const Sessions = z.strictObject({
   record: z.boolean().default(true),
   recording_max_file_bytes: int(64 * 1024, 1 << 30).default(16 * 1024 * 1024),
   recording_keep_files: int(1, 1000).default(3),
+  /**
+   * After an agent's last connection closed, its sessions are reaped this much later (idle ones
+   * closed, running jobs allowed to finish first); null: never.
+   */
+  reap_after_ms: int(100, 7 * 86_400_000).nullable().default(300_000),
 });
 
 const Jobs = z.strictObject({
@@ -309,7 +315,8 @@ export function engineOptionsFrom(config: Config, paths: TermadaPaths): EngineSe
     limits: {
       sessionsPerOwner: sessions.max_per_agent,
       sessionsTotal: sessions.max_total,
-      finishedJobsPerOwner: jobs.finished_per_agent,
+      // In memory only the newest few; the store keeps `finished_per_agent`.
+      finishedJobsPerOwner: Math.min(50, jobs.finished_per_agent),
     },
     output: { retentionBytes: jobs.retention_bytes },
     defaultShell: sessions.shell,
@@ -327,5 +334,8 @@ export function engineOptionsFrom(config: Config, paths: TermadaPaths): EngineSe
 
 /** The paths with the config's overrides applied (today: `server.socket`). */
 export function effectivePaths(paths: TermadaPaths, config: Config): TermadaPaths {
-  return config.server.socket === null ? paths : { ...paths, socketPath: config.server.socket };
+  const socket = config.server.socket;
+  return socket === null
+    ? paths
+    : { ...paths, socketPath: socket, mcpSocketPath: mcpSocketBeside(socket) };
 }

@@ -14,7 +14,7 @@ import {
 
 Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
   assert.deepEqual(DEFAULT_CONFIG, {
-    server: { bind: "127.0.0.1:7717", socket: null },
+    server: { bind: null, socket: null },
     log: { level: "info" },
     auth: { dev_mode: true },
     agents: {},
@@ -27,6 +27,7 @@ Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
       record: true,
       recording_max_file_bytes: 16 * 1024 * 1024,
       recording_keep_files: 3,
+      reap_after_ms: 300_000,
     },
     jobs: {
       kill_grace_ms: 2000,

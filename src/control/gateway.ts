@@ -1,34 +1,15 @@
 /**
  * The admission gateway: the one gate every side effect passes, in this order — kill-switch
- * barrier → policy decision → (confirm: durable approval request, the job parks) → audit
- * intent record, written and fsynced before anything runs. If the audit cannot be written,
- * nothing runs (AUDIT_UNAVAILABLE). Operators decide approvals here; agents have no path to it.
+ * barrier → audit health → policy decision → (confirm: the approval book parks it) → intent
+ * record on disk → it runs. Refusals are recorded too. The gateway decides; the trail writes
+ * the records; the engine acts only after the gateway said so. Later side-effect paths (files,
+ * fleet, forwards, plugins) pass the same gate.
  */
-import type {
-  AdmissionHook,
-  AdmissionRequest,
-  AdmissionVerdict,
-  Engine,
-  InputAdmissionRequest,
-  PendingApproval,
-} from "../engine/mod.ts";
-import {
-  type Clock,
-  type EventBus,
-  logger,
-  newId,
-  notFound,
-  systemClock,
-  TermadaError,
-} from "../shared/mod.ts";
-
-const log = logger("control");
-
-export type ActorKind = "agent" | "operator" | "system";
-export interface Actor {
-  kind: ActorKind;
-  id: string;
-}
+import type { DecisionRecord } from "../audit/mod.ts";
+import type { Job } from "../engine/mod.ts";
+import { type Clock, systemClock, TermadaError } from "../shared/mod.ts";
+import type { Recorder } from "./recorder.ts";
+import type { Trail } from "./trail.ts";
 
 /** What the policy says (src/policy's Decision satisfies it). */
 export interface PolicyVerdict {
@@ -46,125 +27,57 @@ export interface PolicyPort {
   decideLine(agent: string, line: string): PolicyVerdict;
 }
 
-/** What the audit log returns for a written record (src/audit's AuditRecord satisfies it). */
-export interface AuditWritten {
-  seq: number;
-  hash: string;
-  /** The data as written (redacted). */
-  data: Record<string, unknown>;
-}
-
-export interface AuditPort {
-  append(actor: Actor, event: string, data?: Record<string, unknown>): AuditWritten | void;
-}
-
-export interface ApprovalRecord {
-  id: string;
-  job_id: string;
-  owner: string;
-  session_id: string;
-  command: string[];
-  rule: string | null;
-  reason: string | null;
-  requested_at: number;
-  expires_at: number;
-}
-
-export interface ApprovalStorePort {
-  insertApproval(a: ApprovalRecord): void;
-  decideApproval(
-    id: string,
-    d: {
-      status: "approved" | "denied" | "expired";
-      decided_by: string;
-      decision_reason: string | null;
-    },
-  ): boolean;
-}
+export type ExecVerdict =
+  | { verdict: "run" }
+  | { verdict: "confirm"; decision: DecisionRecord; rule?: string; reason: string };
 
 export interface GatewayOptions {
   policy: PolicyPort;
-  audit: AuditPort;
-  approvals: ApprovalStorePort;
-  /** Live mirror of every audit record, for the dashboard's activity feed. */
-  bus?: EventBus;
-  /** Unanswered approvals are denied after this long (default 120 s). */
-  confirmTimeoutMs?: number;
+  trail: Trail;
+  recorder: Recorder;
   clock?: Clock;
 }
 
-export interface StopResult {
-  barrier_until: string;
-  stopped_jobs: string[];
-  cancelled_approvals: string[];
+/** A line an agent types into a program that reads commands (a shell, an interpreter). */
+export interface InputAdmission {
+  job: Job;
+  line: string;
+  /** Command name of the reading process (bash, python3…). */
+  reader: string;
+  /** The agent marked it secret (exec_write `secret`): the audit must not keep the text. */
+  secret: boolean;
+  /**
+   * The terminal does not echo (a kernel fact: a password prompt of su, ssh, sudo…): the line
+   * is not a command. An agent's `secret` flag alone never skips the policy.
+   */
+  echoOff: boolean;
 }
 
-export class Gateway implements AdmissionHook {
-  #opts: GatewayOptions;
-  #clock: Clock;
-  #engine: Engine | undefined;
-  #timers = new Map<string, ReturnType<typeof setTimeout>>();
+const STOPPED_HINT = (until: number) =>
+  `New commands are refused until ${new Date(until).toISOString()}`;
+
+export class Gateway {
+  readonly #o: GatewayOptions;
+  readonly #clock: Clock;
   #barrierUntil = 0;
 
   constructor(options: GatewayOptions) {
-    this.#opts = options;
+    this.#o = options;
     this.#clock = options.clock ?? systemClock;
   }
 
-  /** The engine whose jobs this gate parks and releases (set once, after both exist). */
-  attach(engine: Engine): void {
-    this.#engine = engine;
-  }
-
-  /**
-   * Writes an audit record or refuses: nothing may happen that the log does not show. The bus
-   * gets the record as written (redacted) with its `audit_seq` and `audit_hash`. Returns the
-   * record's seq and hash (undefined with an audit port that does not report them).
-   */
-  record(
-    actor: Actor,
-    event: string,
-    data: Record<string, unknown> = {},
-  ): { seq: number; hash: string } | undefined {
-    try {
-      const written = this.#opts.audit.append(actor, event, data);
-      this.#opts.bus?.publish(
-        event,
-        written
-          ? { actor, ...written.data, audit_seq: written.seq, audit_hash: written.hash }
-          : { actor, ...data },
-      );
-      return written ? { seq: written.seq, hash: written.hash } : undefined;
-    } catch (err) {
-      if (err instanceof TermadaError && err.code === "AUDIT_UNAVAILABLE") throw err;
-      throw new TermadaError("AUDIT_UNAVAILABLE", "The audit log cannot be written: nothing runs", {
-        cause: err,
-        retriable: false,
-        hint: "An operator must repair the audit log (termada audit verify) and restart the daemon",
-      });
-    }
-  }
-
-  admit(req: AdmissionRequest): AdmissionVerdict {
-    const agent: Actor = { kind: "agent", id: req.owner };
-    const base = {
-      job_id: req.jobId,
-      session_id: req.sessionId,
-      command: [...req.command],
-      mode: req.mode,
-      ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
-    };
+  /** The gate for a reserved job: throws to refuse; "confirm" hands it to the approval book. */
+  async admitExec(job: Job, env?: Record<string, string>): Promise<ExecVerdict> {
+    const trail = this.#o.trail;
     if (this.stopped) {
-      this.record(agent, "admission.refused", { ...base, reason: "stop-all barrier" });
-      throw new TermadaError("STOPPED", "Termada is stopped: an operator ran stop-all", {
-        retriable: true,
-        hint: `New commands are refused until ${new Date(this.#barrierUntil).toISOString()}`,
-      });
+      trail.refused(job, "stop-all barrier");
+      throw this.#stoppedError();
     }
-    const d = this.#opts.policy.decide(req.owner, req.command, req.env);
-    const decision = { action: d.action, reason: d.reason, ...(d.rule ? { rule: d.rule } : {}) };
+    this.#o.recorder.assertHealthy();
+    const d = this.#o.policy.decide(job.owner, job.command, env);
+    const decision = decisionRecord(d);
     if (d.action === "deny") {
-      this.record(agent, "policy.denied", { ...base, decision });
+      trail.denied(job, decision);
       throw new TermadaError("DENIED_BY_POLICY", d.reason, {
         retriable: false,
         hint: "Choose a command the policy allows, or ask the operator to change the policy",
@@ -172,61 +85,35 @@ export class Gateway implements AdmissionHook {
       });
     }
     if (d.action === "confirm") {
-      const approvalId = newId("apr");
-      const now = this.#clock.now();
-      const timeout = this.#opts.confirmTimeoutMs ?? 120_000;
-      // Durable first, then audited, then parked: an approval nobody can see must not exist.
-      this.#opts.approvals.insertApproval({
-        id: approvalId,
-        job_id: req.jobId,
-        owner: req.owner,
-        session_id: req.sessionId,
-        command: [...req.command],
-        rule: d.rule?.pattern ?? null,
-        reason: d.reason,
-        requested_at: now,
-        expires_at: now + timeout,
-      });
-      this.record(agent, "approval.requested", { ...base, approval_id: approvalId, decision });
-      this.#timers.set(
-        approvalId,
-        setTimeout(() => this.#expire(approvalId), timeout),
-      );
-      return { verdict: "confirm", approvalId };
+      return { verdict: "confirm", decision, reason: d.reason, rule: d.rule?.pattern };
     }
-    this.record(agent, "job.requested", { ...base, decision });
+    await trail.requested(job, decision);
     return { verdict: "run" };
   }
 
-  admitInput(req: InputAdmissionRequest): void {
-    const agent: Actor = { kind: "agent", id: req.owner };
-    const base = {
-      job_id: req.jobId,
-      session_id: req.sessionId,
-      line: req.secret ? "[secret]" : req.line,
-      reader: req.reader,
-    };
+  /** The gate for a line typed into a program that runs what it reads. */
+  async admitInput(req: InputAdmission): Promise<void> {
+    const trail = this.#o.trail;
+    const shown = req.secret ? "[secret]" : req.line;
     if (this.stopped) {
-      this.record(agent, "admission.refused", { ...base, reason: "stop-all barrier" });
-      throw new TermadaError("STOPPED", "Termada is stopped: an operator ran stop-all", {
-        retriable: true,
-      });
+      trail.inputRefused(req.job, shown, req.reader, "stop-all barrier");
+      throw this.#stoppedError();
     }
     if (req.echoOff) {
       // The terminal does not echo: a password for su/ssh/sudo, not a command. Only the fact
       // is recorded, never the text.
-      this.record(agent, "input.written", { ...base, line: "[not echoed]" });
+      await trail.inputWritten(req.job, "[not echoed]", req.reader);
       return;
     }
-    const d = this.#opts.policy.decideLine(req.owner, req.line);
+    const d = this.#o.policy.decideLine(req.job.owner, req.line);
     // For a secret line the reason (which quotes it) stays out of the audit log.
-    const decision = {
+    const decision: DecisionRecord = {
       action: d.action,
       ...(req.secret ? {} : { reason: d.reason }),
       ...(d.rule ? { rule: d.rule } : {}),
     };
     if (d.action !== "allow") {
-      this.record(agent, "policy.denied", { ...base, decision });
+      trail.inputDenied(req.job, shown, req.reader, decision);
       throw new TermadaError(
         "DENIED_BY_POLICY",
         d.action === "confirm"
@@ -240,64 +127,22 @@ export class Gateway implements AdmissionHook {
         },
       );
     }
-    this.record(agent, "input.written", { ...base, decision });
+    await trail.inputWritten(req.job, shown, req.reader, decision);
   }
 
-  /** A standing answer from the agent's policy, recorded before the engine types it. */
-  autoAnswer(
-    req: { owner: string; jobId: string; sessionId: string; prompt: string },
-  ): string | undefined {
-    const answer = this.#opts.policy.autoAnswer?.(req.owner, req.prompt);
+  /** The gate for a new session: no shell starts under the barrier or without an audit log. */
+  admitSession(): void {
+    if (this.stopped) throw this.#stoppedError();
+    this.#o.recorder.assertHealthy();
+  }
+
+  /** The operator's standing answer for a prompt, recorded before it is typed. */
+  autoAnswer(job: Job, prompt: string): string | undefined {
+    if (this.stopped) return undefined;
+    const answer = this.#o.policy.autoAnswer?.(job.owner, prompt);
     if (answer === undefined) return undefined;
-    this.record({ kind: "system", id: "auto_answer" }, "input.auto_answered", {
-      job_id: req.jobId,
-      session_id: req.sessionId,
-      owner: req.owner,
-      prompt: req.prompt,
-      answer,
-    });
+    this.#o.trail.autoAnswered(job, prompt, answer);
     return answer;
-  }
-
-  /**
-   * The parked job of an approval ended before anyone decided (its session closed, shutdown): the
-   * approval is closed as denied and audited, so no queue or report shows it pending.
-   */
-  parkedEnded(
-    req: { approvalId: string; jobId: string; owner: string; sessionId: string; reason: string },
-  ): void {
-    this.#clearTimer(req.approvalId);
-    try {
-      const closed = this.#opts.approvals.decideApproval(req.approvalId, {
-        status: "denied",
-        decided_by: "system",
-        decision_reason: req.reason,
-      });
-      if (!closed) return; // already decided (stop-all, expiry)
-      this.record({ kind: "system", id: "termada" }, "approval.resolved", {
-        approval_id: req.approvalId,
-        job_id: req.jobId,
-        owner: req.owner,
-        session_id: req.sessionId,
-        approved: false,
-        reason: req.reason,
-      });
-    } catch (err) {
-      log.error("could not close an abandoned approval", { approval: req.approvalId, error: err });
-    }
-  }
-
-  /** An operator approves: the parked job runs exactly once. */
-  async approve(id: string, by: Actor, reason?: string): Promise<void> {
-    await this.#decide(id, true, by, reason);
-  }
-
-  async deny(id: string, by: Actor, reason?: string): Promise<void> {
-    await this.#decide(id, false, by, reason);
-  }
-
-  pending(): PendingApproval[] {
-    return this.#engine?.pendingApprovals() ?? [];
   }
 
   /** When the stop-all barrier lifts (epoch ms; 0 when none was set). */
@@ -309,110 +154,23 @@ export class Gateway implements AdmissionHook {
     return this.#clock.now() < this.#barrierUntil;
   }
 
-  /**
-   * The kill switch: a barrier refusing new admissions (STOPPED) for `barrierMs`, every pending
-   * approval cancelled, every active job stopped INT → TERM → KILL. Audited before it acts.
-   */
-  async stopAll(
-    by: Actor,
-    options: { barrierMs?: number; graceMs?: number } = {},
-  ): Promise<StopResult> {
-    const barrierMs = options.barrierMs ?? 30_000;
-    this.#barrierUntil = this.#clock.now() + barrierMs;
-    this.record(by, "stop_all", { barrier_ms: barrierMs });
-    const engine = this.#requireEngine();
-    const pendingIds = engine.pendingApprovals().map((p) => p.approval_id);
-    for (const id of pendingIds) {
-      this.#clearTimer(id);
-      this.#opts.approvals.decideApproval(id, {
-        status: "denied",
-        decided_by: `${by.kind}:${by.id}`,
-        decision_reason: "cancelled by stop-all",
-      });
-    }
-    const r = await engine.stopAll(options.graceMs ?? 2000, `stopped by ${by.kind} ${by.id}`);
-    this.record(by, "stop_all.done", { stopped_jobs: r.stopped, cancelled_approvals: r.cancelled });
-    return {
-      barrier_until: new Date(this.#barrierUntil).toISOString(),
-      stopped_jobs: r.stopped,
-      cancelled_approvals: r.cancelled,
-    };
+  /** Refuses new admissions (STOPPED) for `ms`. */
+  raiseBarrier(ms: number): void {
+    this.#barrierUntil = this.#clock.now() + ms;
   }
 
-  /** Lifts the barrier early (operator). */
-  resume(by: Actor): void {
+  lowerBarrier(): void {
     this.#barrierUntil = 0;
-    this.record(by, "stop_all.lifted", {});
   }
 
-  close(): void {
-    for (const t of this.#timers.values()) clearTimeout(t);
-    this.#timers.clear();
-  }
-
-  async #decide(id: string, approve: boolean, by: Actor, reason?: string): Promise<void> {
-    const engine = this.#requireEngine();
-    const entry = engine.pendingApprovals().find((p) => p.approval_id === id);
-    if (!entry) throw notFound("approval", id);
-    this.#clearTimer(id);
-    const decidedBy = `${by.kind}:${by.id}`;
-    if (
-      !this.#opts.approvals.decideApproval(id, {
-        status: approve ? "approved" : "denied",
-        decided_by: decidedBy,
-        decision_reason: reason ?? null,
-      })
-    ) {
-      throw new TermadaError("INVALID_ARGUMENT", `Approval "${id}" was already decided`);
-    }
-    this.record(by, "approval.resolved", {
-      approval_id: id,
-      job_id: entry.job_id,
-      owner: entry.owner,
-      command: entry.command,
-      approved: approve,
-      ...(reason === undefined ? {} : { reason }),
-    });
-    await engine.resolveApproval(id, {
-      approve,
-      by: decidedBy,
-      reason: approve ? reason : `denied by ${decidedBy}${reason ? `: ${reason}` : ""}`,
+  #stoppedError(): TermadaError {
+    return new TermadaError("STOPPED", "Termada is stopped: an operator ran stop-all", {
+      retriable: true,
+      hint: STOPPED_HINT(this.#barrierUntil),
     });
   }
+}
 
-  #expire(id: string): void {
-    this.#timers.delete(id);
-    const engine = this.#engine;
-    if (!engine?.pendingApprovals().some((p) => p.approval_id === id)) return;
-    try {
-      this.#opts.approvals.decideApproval(id, {
-        status: "expired",
-        decided_by: "system",
-        decision_reason: "no operator decided in time",
-      });
-      this.record({ kind: "system", id: "termada" }, "approval.resolved", {
-        approval_id: id,
-        approved: false,
-        reason: "expired",
-      });
-    } catch (err) {
-      log.error("could not record an expired approval", { approval: id, error: err });
-    }
-    engine.resolveApproval(id, {
-      approve: false,
-      by: "system",
-      reason: "approval expired: no operator decided in time",
-    }).catch((err) => log.error("could not expire an approval", { approval: id, error: err }));
-  }
-
-  #clearTimer(id: string): void {
-    const t = this.#timers.get(id);
-    if (t !== undefined) clearTimeout(t);
-    this.#timers.delete(id);
-  }
-
-  #requireEngine(): Engine {
-    if (!this.#engine) throw new TermadaError("INTERNAL", "The gateway has no engine attached");
-    return this.#engine;
-  }
+function decisionRecord(d: PolicyVerdict): DecisionRecord {
+  return { action: d.action, reason: d.reason, ...(d.rule ? { rule: d.rule } : {}) };
 }

@@ -1,11 +1,14 @@
 import assert from "node:assert/strict";
-import { rejectsWith, testEngine } from "../engine/_test_util.ts";
 import { AuditLog } from "../audit/mod.ts";
-import { EventBus } from "../shared/mod.ts";
-import { Gateway, type PolicyVerdict } from "./mod.ts";
+import { EventBus, TermadaError } from "../shared/mod.ts";
+import { rejectsWith, testRuntime, until } from "./_test_util.ts";
+import { type PolicyPort, type PolicyVerdict, Recorder } from "./mod.ts";
+
+const A = "agent-a";
+const OP = { kind: "operator" as const, id: "cli" };
 
 /** A policy by substring: "forbidden" → deny, "needs-ok" → confirm, else allow. */
-function policy(text: string): PolicyVerdict {
+function verdict(text: string): PolicyVerdict {
   if (text.includes("forbidden")) {
     return {
       action: "deny",
@@ -23,91 +26,127 @@ function policy(text: string): PolicyVerdict {
   return { action: "allow", reason: "allowed" };
 }
 
-function harness(opts: { failAudit?: () => boolean; confirmTimeoutMs?: number } = {}) {
-  const events: { actor: string; event: string; data: Record<string, unknown> }[] = [];
-  const approvals = new Map<string, string>();
-  const gateway = new Gateway({
-    policy: {
-      decide: (_a, cmd) => policy(cmd.join(" ")),
-      decideLine: (_a, line) => policy(line),
-      autoAnswer: (_a, prompt) => (/Continue\? $/.test(prompt) ? "yes" : undefined),
-    },
-    audit: {
-      append(actor, event, data = {}) {
-        if (opts.failAudit?.()) throw new Error("disk full");
-        events.push({ actor: `${actor.kind}:${actor.id}`, event, data });
-      },
-    },
-    approvals: {
-      insertApproval: (a) => void approvals.set(a.id, "pending"),
-      decideApproval(id, d) {
-        if (approvals.get(id) !== "pending") return false;
-        approvals.set(id, d.status);
-        return true;
-      },
-    },
-    confirmTimeoutMs: opts.confirmTimeoutMs,
-  });
-  return { gateway, events, approvals };
-}
+const POLICY: PolicyPort = {
+  decide: (_a, cmd) => verdict(cmd.join(" ")),
+  decideLine: (_a, line) => verdict(line),
+  autoAnswer: (_a, prompt) => (/Continue\? $/.test(prompt) ? "yes" : undefined),
+};
 
-const OP = { kind: "operator" as const, id: "cli" };
+/** The job-related audit events (sessions, agents and the daemon's own left out). */
+const JOB_EVENTS = /^(job|approval|policy|admission|input)\./;
 
-Deno.test("the gateway audits the intent before an allowed job runs", async () => {
-  const h = harness();
-  await using te = await testEngine({ admission: h.gateway });
-  h.gateway.attach(te.engine);
-  const r = await te.engine.run("a", { command: ["echo", "ok"] });
+Deno.test("the intent is on disk before an allowed job runs, its outcome after", async () => {
+  await using rt = await testRuntime({ policy: POLICY });
+  const r = await rt.engine.run(A, { command: ["echo", "ok"] });
   assert.equal(r.output, "ok\n");
-  assert.deepEqual(h.events.map((e) => e.event), ["job.requested"]);
-  assert.equal(h.events[0]!.data.job_id, r.job_id);
-  assert.equal(h.events[0]!.actor, "agent:a");
-  h.gateway.close();
+  await until(() => rt.records().some((x) => x.event === "job.finished"), 5000, "the outcome");
+  const mine = rt.records().filter((x) => JOB_EVENTS.test(x.event));
+  assert.deepEqual(mine.map((x) => x.event), ["job.requested", "job.finished"]);
+  assert.equal(mine[0]!.data.job_id, r.job_id);
+  assert.deepEqual(mine[0]!.actor, { kind: "agent", id: A });
+  assert.equal(mine[1]!.data.status, "exited");
+  // The row was stored before the gate decided, and its outcome (output inline) at the end.
+  const row = rt.store.jobs.get(r.job_id)!;
+  assert.equal(row.status, "exited");
+  assert.equal(new TextDecoder().decode(row.output!), "ok\n");
 });
 
-Deno.test("a policy denial is audited and nothing runs", async () => {
-  const h = harness();
-  await using te = await testEngine({ admission: h.gateway });
-  h.gateway.attach(te.engine);
-  await rejectsWith(() => te.engine.run("a", { command: ["touch forbidden"] }), "DENIED_BY_POLICY");
-  assert.deepEqual(h.events.map((e) => e.event), ["policy.denied"]);
-  assert.throws(() => Deno.statSync(`${te.dir}/forbidden`), Deno.errors.NotFound);
-  h.gateway.close();
+Deno.test("a denied command never runs, is audited and listed as denied, the session stays usable", async () => {
+  await using rt = await testRuntime({ policy: POLICY });
+  const e = rt.engine;
+  const err = await rejectsWith(
+    () => e.run(A, { command: ["touch forbidden-file"] }),
+    "DENIED_BY_POLICY",
+  ) as TermadaError;
+  const jobId = err.details?.job_id!;
+  assert.equal(err.details?.rule, "*forbidden*");
+  assert.equal((await e.poll(A, { job_id: jobId })).status, "denied");
+  assert.throws(() => Deno.statSync(`${rt.dir}/forbidden-file`), Deno.errors.NotFound);
+  assert.ok(rt.records().some((x) => x.event === "policy.denied" && x.data.job_id === jobId));
+  assert.equal((await e.run(A, { command: ["echo", "fine"] })).output, "fine\n");
 });
 
-Deno.test("if the audit cannot be written, nothing runs", async () => {
-  const h = harness({ failAudit: () => true });
-  await using te = await testEngine({ admission: h.gateway });
-  h.gateway.attach(te.engine);
-  await rejectsWith(() => te.engine.run("a", { command: ["touch made-it"] }), "AUDIT_UNAVAILABLE");
-  assert.throws(() => Deno.statSync(`${te.dir}/made-it`), Deno.errors.NotFound);
-  h.gateway.close();
+Deno.test("if the audit cannot be written, nothing runs and no session opens", async () => {
+  let fail = false;
+  await using rt = await testRuntime({
+    policy: POLICY,
+    audit: (log) => ({
+      append: (a, e, d) => {
+        if (fail) throw new Error("disk full");
+        return log.append(a, e, d);
+      },
+      write: (a, e, d) => log.write(a, e, d),
+      appendDurable: (a, e, d) =>
+        fail ? Promise.reject(new Error("disk full")) : log.appendDurable(a, e, d),
+      get healthy() {
+        return !fail && log.healthy;
+      },
+    }),
+  });
+  await rt.engine.run(A, { command: ["true"] }); // the default session exists
+  fail = true;
+  await rejectsWith(() => rt.engine.run(A, { command: ["touch made-it"] }), "AUDIT_UNAVAILABLE");
+  assert.throws(() => Deno.statSync(`${rt.dir}/made-it`), Deno.errors.NotFound);
+  await rejectsWith(() => rt.engine.createSession(A), "AUDIT_UNAVAILABLE");
+  assert.equal(rt.engine.listSessions(A).length, 1);
+  fail = false;
+  assert.equal((await rt.engine.run(A, { command: ["echo", "back"] })).output, "back\n");
 });
 
-Deno.test("confirm → approve runs once; deny and expiry end the job as denied", async () => {
-  const h = harness({ confirmTimeoutMs: 200 });
-  await using te = await testEngine({ admission: h.gateway });
-  h.gateway.attach(te.engine);
-  const e = te.engine;
-  const a = await e.run("a", { command: ["echo needs-ok-1"] });
+Deno.test("a job whose row cannot be stored does not run", async () => {
+  await using rt = await testRuntime({ policy: POLICY });
+  await rt.engine.run(A, { command: ["true"] });
+  const insert = rt.store.jobs.insert.bind(rt.store.jobs);
+  rt.store.jobs.insert = () => {
+    throw new TermadaError("INTERNAL", "database or disk is full");
+  };
+  try {
+    const err = await rejectsWith(
+      () => rt.engine.run(A, { command: ["touch stored-nowhere"] }),
+      "INTERNAL",
+    );
+    assert.match(err.message, /Cannot store job/);
+    assert.throws(() => Deno.statSync(`${rt.dir}/stored-nowhere`), Deno.errors.NotFound);
+    assert.ok(
+      !rt.records().some((x) => JSON.stringify(x.data).includes("stored-nowhere")),
+      "nothing was requested",
+    );
+  } finally {
+    rt.store.jobs.insert = insert;
+  }
+  assert.equal((await rt.engine.run(A, { command: ["echo", "stored"] })).output, "stored\n");
+});
+
+Deno.test("confirm parks the job; approve runs it exactly once; deny and expiry end it denied", async () => {
+  await using rt = await testRuntime({ policy: POLICY, confirmTimeoutMs: 300 });
+  const e = rt.engine;
+  const a = await e.run(A, { command: ["echo needs-ok-1; touch approved-file"], timeout_ms: 5000 });
   assert.equal(a.status, "pending_approval");
-  assert.equal(h.approvals.get(a.approval_id!), "pending");
-  await h.gateway.approve(a.approval_id!, OP, "looks fine");
-  assert.equal((await e.wait("a", { job_id: a.job_id, timeout_ms: 5000 })).output, "needs-ok-1\n");
-  await rejectsWith(() => h.gateway.approve(a.approval_id!, OP), "NOT_FOUND");
+  assert.match(a.approval_id ?? "", /^apr_/);
+  assert.throws(() => Deno.statSync(`${rt.dir}/approved-file`), Deno.errors.NotFound);
+  await rejectsWith(() => e.run(A, { command: ["echo", "other"] }), "SESSION_BUSY");
+  assert.deepEqual(rt.ops.pendingApprovals().map((p) => p.job_id), [a.job_id]);
+  assert.equal(rt.store.approvals.get(a.approval_id!)?.status, "pending");
+  await rt.ops.approve(OP, a.approval_id!, "looks fine");
+  const done = await e.wait(A, { job_id: a.job_id, timeout_ms: 5000 });
+  assert.equal(done.output, "needs-ok-1\n");
+  Deno.statSync(`${rt.dir}/approved-file`);
+  await rejectsWith(() => rt.ops.approve(OP, a.approval_id!), "INVALID_ARGUMENT");
+  assert.equal(rt.store.approvals.get(a.approval_id!)?.status, "approved");
 
   const b = await e.start("b", { command: ["echo needs-ok-2"] });
-  await h.gateway.deny(b.approval_id!, OP, "no");
+  await rt.ops.deny(OP, b.approval_id!, "no");
   const bv = await e.poll("b", { job_id: b.job_id });
   assert.equal(bv.status, "denied");
   assert.match(bv.reason ?? "", /denied by operator:cli: no/);
+  assert.equal((await e.run("b", { command: ["echo", "free"] })).output, "free\n");
 
   const c = await e.start("c", { command: ["echo needs-ok-3"] });
   const cv = await e.wait("c", { job_id: c.job_id, timeout_ms: 5000 });
   assert.equal(cv.status, "denied");
   assert.match(cv.reason ?? "", /expired/);
-  assert.equal(h.approvals.get(c.approval_id!), "expired");
-  const kinds = h.events.map((x) => x.event);
+  assert.equal(rt.store.approvals.get(c.approval_id!)?.status, "expired");
+  const kinds = rt.records().filter((x) => x.event.startsWith("approval.")).map((x) => x.event);
   assert.deepEqual(kinds, [
     "approval.requested",
     "approval.resolved",
@@ -116,121 +155,198 @@ Deno.test("confirm → approve runs once; deny and expiry end the job as denied"
     "approval.requested",
     "approval.resolved",
   ]);
-  assert.equal(h.events[1]!.actor, "operator:cli");
-  h.gateway.close();
+  const resolved = rt.records().find((x) => x.event === "approval.resolved")!;
+  assert.deepEqual(resolved.actor, OP);
+  assert.deepEqual(rt.ops.pendingApprovals(), []);
 });
 
 Deno.test("an approval whose job ended first (its session closed) is closed as denied and audited", async () => {
-  const h = harness({ confirmTimeoutMs: 60_000 });
-  await using te = await testEngine({ admission: h.gateway });
-  h.gateway.attach(te.engine);
-  const r = await te.engine.start("a", { command: ["echo needs-ok-5"] });
+  await using rt = await testRuntime({ policy: POLICY, confirmTimeoutMs: 60_000 });
+  const r = await rt.engine.start(A, { command: ["echo needs-ok-5"] });
   assert.equal(r.status, "pending_approval");
-  await te.engine.closeSession("a", { session_id: r.session_id });
-  const v = await te.engine.wait("a", { job_id: r.job_id, timeout_ms: 5000 });
-  assert.notEqual(v.status, "pending_approval");
-  await new Promise((res) => setTimeout(res, 0));
-  assert.equal(h.approvals.get(r.approval_id!), "denied");
-  const last = h.events.at(-1)!;
-  assert.equal(last.event, "approval.resolved");
-  assert.equal(last.actor, "system:termada");
+  await rt.engine.closeSession(A, { session_id: r.session_id });
+  const v = await rt.engine.wait(A, { job_id: r.job_id, timeout_ms: 5000 });
+  assert.equal(v.status, "denied");
+  await until(() => rt.store.approvals.get(r.approval_id!)?.status === "denied");
+  await until(() =>
+    rt.records().some((x) =>
+      x.event === "approval.resolved" && x.data.approval_id === r.approval_id
+    )
+  );
+  const last = rt.records().filter((x) => x.event === "approval.resolved").at(-1)!;
+  assert.deepEqual(last.actor, { kind: "system", id: "termada" });
   assert.equal(last.data.approved, false);
-  assert.equal(last.data.approval_id, r.approval_id);
-  assert.deepEqual(te.engine.pendingApprovals(), []);
-  await rejectsWith(() => h.gateway.approve(r.approval_id!, OP), "NOT_FOUND");
-  h.gateway.close();
+  assert.deepEqual(rt.ops.pendingApprovals(), []);
+  await rejectsWith(() => rt.ops.approve(OP, r.approval_id!), "INVALID_ARGUMENT");
+});
+
+Deno.test("background jobs pass the gate; waiting ones count against the quota; kill withdraws", async () => {
+  await using rt = await testRuntime({
+    policy: POLICY,
+    engine: { limits: { backgroundPerOwner: 2 } },
+  });
+  const e = rt.engine;
+  const bg = await e.start(A, { command: ["echo", "needs-ok", "bg"], mode: "background" });
+  assert.equal(bg.status, "pending_approval");
+  await e.start(A, { command: ["echo", "needs-ok", "2"], mode: "background" });
+  await rejectsWith(
+    () => e.start(A, { command: ["echo", "needs-ok", "3"], mode: "background" }),
+    "QUOTA_EXCEEDED",
+  );
+  await rt.ops.approve(OP, bg.approval_id!);
+  const w = await e.wait(A, { job_id: bg.job_id, timeout_ms: 5000 });
+  assert.equal(w.output, "needs-ok bg\n");
+  const fg = await e.start(A, { command: ["echo needs-ok again"] });
+  const k = await e.kill(A, { job_id: fg.job_id });
+  assert.equal(k.status, "denied");
+  assert.match(k.reason ?? "", /withdrawn/);
+  assert.equal((await e.run(A, { command: ["echo", "next"] })).output, "next\n");
 });
 
 Deno.test("stop-all: barrier refuses new work, running jobs stop, approvals are cancelled", async () => {
-  const h = harness();
-  await using te = await testEngine({ admission: h.gateway });
-  h.gateway.attach(te.engine);
-  const e = te.engine;
+  await using rt = await testRuntime({ policy: POLICY });
+  const e = rt.engine;
   const running = await e.start("a", { command: ["sleep 30"] });
   const pending = await e.start("b", { command: ["echo needs-ok"] });
-  const r = await h.gateway.stopAll(OP, { barrierMs: 60_000, graceMs: 200 });
+  const r = await rt.ops.stopAll(OP, { barrier_ms: 60_000, grace_ms: 200 });
   assert.deepEqual(r.cancelled_approvals, [pending.approval_id]);
   assert.ok(r.stopped_jobs.includes(running.job_id));
   assert.equal((await e.poll("a", { job_id: running.job_id })).status, "killed");
   assert.equal((await e.poll("b", { job_id: pending.job_id })).status, "denied");
   await rejectsWith(() => e.run("a", { command: ["echo", "x"] }), "STOPPED");
-  h.gateway.resume(OP);
+  await rejectsWith(() => e.createSession("c"), "STOPPED");
+  rt.ops.resumeAdmissions(OP);
   assert.equal((await e.run("a", { command: ["echo", "back"] })).output, "back\n");
-  assert.ok(h.events.some((x) => x.event === "stop_all" && x.actor === "operator:cli"));
-  h.gateway.close();
+  assert.ok(rt.records().some((x) => x.event === "stop_all" && x.actor.id === "cli"));
 });
 
-Deno.test("a command line typed into a shell is checked by the policy", async () => {
-  const h = harness();
-  await using te = await testEngine({ admission: h.gateway });
-  h.gateway.attach(te.engine);
-  const e = te.engine;
-  const r = await e.run("a", { command: ["sh"], timeout_ms: 5000 });
+Deno.test("a command line typed into a shell or interpreter is checked by the policy", async () => {
+  await using rt = await testRuntime({ policy: POLICY });
+  const e = rt.engine;
+  const r = await e.run(A, { command: ["bash", "--norc", "--noprofile"], timeout_ms: 5000 });
   assert.equal(r.status, "awaiting_input");
+  assert.equal(e.jobOf(A, r.job_id).inputReader, "bash", JSON.stringify(r));
   await rejectsWith(
-    () => e.write("a", { job_id: r.job_id, input: "touch forbidden" }),
+    () => e.write(A, { job_id: r.job_id, input: "touch forbidden-line" }),
     "DENIED_BY_POLICY",
   );
-  await rejectsWith(
-    () => e.write("a", { job_id: r.job_id, input: "echo needs-ok" }),
+  // A confirm rule cannot wait inside a shell: it is refused with a hint to use exec_run.
+  const c = await rejectsWith(
+    () => e.write(A, { job_id: r.job_id, input: "echo needs-ok" }),
     "DENIED_BY_POLICY",
   );
-  await e.write("a", { job_id: r.job_id, input: "exit 0" });
-  assert.equal((await e.wait("a", { job_id: r.job_id, timeout_ms: 5000 })).exit_code, 0);
-  assert.ok(h.events.some((x) => x.event === "input.written" && x.data.line === "exit 0"));
-  h.gateway.close();
+  assert.match(c.message, /cannot wait for approval/);
+  await e.write(A, { job_id: r.job_id, input: "exit 4" });
+  const done = await e.wait(A, { job_id: r.job_id, timeout_ms: 5000 });
+  assert.equal(done.exit_code, 4);
+  assert.throws(() => Deno.statSync(`${rt.dir}/forbidden-line`), Deno.errors.NotFound);
+  assert.ok(rt.records().some((x) => x.event === "input.written" && x.data.line === "exit 4"));
+  // A program that is not a command reader gets its input without the gate.
+  const q = await e.run(A, { command: ["read -p 'Name? ' n; echo $n"], timeout_ms: 5000 });
+  await e.write(A, { job_id: q.job_id, input: "forbidden is just a name" });
+  assert.match((await e.wait(A, { job_id: q.job_id, timeout_ms: 5000 })).output, /just a name/);
 });
 
 Deno.test("a secret line to a shell is still checked; a password at a no-echo prompt is not a command", async () => {
-  const h = harness();
-  await using te = await testEngine({ admission: h.gateway });
-  h.gateway.attach(te.engine);
-  const e = te.engine;
-  const r = await e.run("a", { command: ["sh"], timeout_ms: 5000 });
+  await using rt = await testRuntime({ policy: POLICY });
+  const e = rt.engine;
+  const r = await e.run(A, { command: ["sh"], timeout_ms: 5000 });
   // Marking input secret never skips the policy.
   await rejectsWith(
-    () => e.write("a", { job_id: r.job_id, input: "touch forbidden-secret", secret: true }),
+    () => e.write(A, { job_id: r.job_id, input: "touch forbidden-secret", secret: true }),
     "DENIED_BY_POLICY",
   );
-  const denied = h.events.find((x) => x.event === "policy.denied")!;
+  const denied = rt.records().find((x) => x.event === "policy.denied")!;
   assert.equal(denied.data.line, "[secret]");
   assert.ok(!JSON.stringify(denied).includes("forbidden-secret"));
   // A program that turned echo off reads a password: that is not a command line.
-  await e.write("a", {
+  await e.write(A, {
     job_id: r.job_id,
     input: "stty -echo; read pw; stty echo; echo got ${#pw}",
   });
-  const w = await e.wait("a", { job_id: r.job_id, until: { prompt: true }, timeout_ms: 5000 });
+  const w = await e.wait(A, { job_id: r.job_id, until: { prompt: true }, timeout_ms: 5000 });
   assert.equal(w.matched, "prompt", JSON.stringify(w));
-  await e.write("a", { job_id: r.job_id, input: "forbidden-password" });
-  const written = h.events.filter((x) => x.event === "input.written");
+  await e.write(A, { job_id: r.job_id, input: "forbidden-password" });
+  const written = rt.records().filter((x) => x.event === "input.written");
   assert.equal(written.at(-1)!.data.line, "[not echoed]");
-  await e.wait("a", { job_id: r.job_id, until: { pattern: "got 18" }, timeout_ms: 5000 });
-  await e.wait("a", { job_id: r.job_id, until: { prompt: true }, timeout_ms: 5000 });
-  await e.write("a", { job_id: r.job_id, input: "exit 0" });
-  const done = await e.wait("a", { job_id: r.job_id, timeout_ms: 5000 });
+  await e.wait(A, { job_id: r.job_id, until: { pattern: "got 18" }, timeout_ms: 5000 });
+  await e.wait(A, { job_id: r.job_id, until: { prompt: true }, timeout_ms: 5000 });
+  await e.write(A, { job_id: r.job_id, input: "exit 0" });
+  const done = await e.wait(A, { job_id: r.job_id, timeout_ms: 5000 });
   assert.match(done.output, /got 18/);
-  h.gateway.close();
 });
 
 Deno.test("the policy's standing answers are typed at matching prompts and audited", async () => {
-  const h = harness();
-  await using te = await testEngine({ admission: h.gateway });
-  h.gateway.attach(te.engine);
-  const r = await te.engine.run("a", {
+  await using rt = await testRuntime({ policy: POLICY });
+  const r = await rt.engine.run(A, {
     command: ["read -p 'Continue? ' a; read -p 'Name? ' b; echo got-$a-$b"],
     timeout_ms: 5000,
   });
   // The first prompt was answered for the agent; the second one is the agent's to answer.
   assert.equal(r.status, "awaiting_input");
   assert.equal(r.prompt, "Name? ");
-  await te.engine.write("a", { job_id: r.job_id, input: "ada" });
-  const done = await te.engine.wait("a", { job_id: r.job_id, timeout_ms: 5000 });
+  await rt.engine.write(A, { job_id: r.job_id, input: "ada" });
+  const done = await rt.engine.wait(A, { job_id: r.job_id, timeout_ms: 5000 });
   assert.match(done.output, /got-yes-ada/);
-  const auto = h.events.find((x) => x.event === "input.auto_answered")!;
+  const auto = rt.records().find((x) => x.event === "input.auto_answered")!;
   assert.equal(auto.data.answer, "yes");
   assert.equal(auto.data.prompt, "Continue? ");
-  h.gateway.close();
+});
+
+Deno.test("takeover: agents wait while an operator types, and the operator's command is an operator job", async () => {
+  await using rt = await testRuntime();
+  const e = rt.engine;
+  const alice = { kind: "operator" as const, id: "alice-op" };
+  const r = await e.run(A, { command: ["echo", "before"] });
+  rt.ops.takeover(alice, r.session_id);
+  assert.equal(e.listSessions(A)[0]!.state, "operator");
+  const busy = await rejectsWith(
+    () => e.run(A, { command: ["echo", "x"] }),
+    "SESSION_BUSY",
+  ) as TermadaError;
+  assert.equal(busy.details?.state, "operator");
+  await rejectsWith(
+    () => rt.ops.type({ kind: "operator", id: "someone-else" }, r.session_id, "ls\r"),
+    "INVALID_ARGUMENT",
+  );
+  await rt.ops.type(alice, r.session_id, "echo typed-by-hand\r");
+  await until(
+    () => rt.ops.jobs(10).some((j) => j.owner === "operator:alice-op" && j.status === "exited"),
+    5000,
+    "the operator's job",
+  );
+  const op = rt.ops.jobs(10).find((j) => j.owner === "operator:alice-op")!;
+  assert.deepEqual(op.command, ["echo typed-by-hand"]);
+  assert.equal(rt.ops.jobOutput(op.job_id).output, "typed-by-hand\n");
+  assert.equal(e.listJobs(A).jobs.some((j) => j.job_id === op.job_id), false, "not an agent job");
+  assert.ok(rt.records().some((x) => x.event === "job.started_by_operator"));
+  rt.ops.release(alice, r.session_id);
+  assert.equal((await e.run(A, { command: ["echo", "after"] })).output, "after\n");
+});
+
+Deno.test("pause agent output: the agent reads nothing new until the operator resumes", async () => {
+  await using rt = await testRuntime();
+  const e = rt.engine;
+  const op = { kind: "operator" as const, id: "op" };
+  const s = await e.start(A, {
+    command: ["read -p 'Password: ' pw; echo got-${#pw}; read -p 'more? ' x; echo done"],
+  });
+  const w = await e.wait(A, { job_id: s.job_id, until: { prompt: true }, timeout_ms: 5000 });
+  rt.ops.takeover(op, s.session_id);
+  rt.ops.pauseOutput(op, s.session_id);
+  assert.equal(e.listSessions(A)[0]!.output_paused, true);
+  await rt.ops.type(op, s.session_id, "hunter2\r");
+  // The operator's terminal sees the program reach its next prompt; the agent sees nothing.
+  const session = e.sessionOf(A, s.session_id);
+  await until(() => new TextDecoder().decode(session.ring.snapshot()).includes("got-7"));
+  const held = await e.poll(A, { job_id: s.job_id, cursor: w.next_cursor });
+  assert.equal(held.output, "", "nothing reaches the agent while paused");
+  rt.ops.resumeOutput(op, s.session_id);
+  const after = await e.poll(A, { job_id: s.job_id, cursor: w.next_cursor });
+  assert.match(after.output, /got-7/);
+  await rt.ops.type(op, s.session_id, "\r");
+  rt.ops.release(op, s.session_id);
+  assert.equal((await e.wait(A, { job_id: s.job_id, timeout_ms: 5000 })).exit_code, 0);
 });
 
 Deno.test("the bus mirrors each record as the audit log wrote it: redacted, with its seq and hash", () => {
@@ -240,19 +356,15 @@ Deno.test("the bus mirrors each record as the audit log wrote it: redacted, with
     const bus = new EventBus(10);
     const seen: Record<string, unknown>[] = [];
     bus.subscribe((e) => seen.push(e.data));
-    const gateway = new Gateway({
-      policy: { decide: () => policy(""), decideLine: () => policy("") },
-      audit: log,
-      approvals: { insertApproval: () => {}, decideApproval: () => true },
-      bus,
-    });
-    gateway.record(OP, "operator.note", { text: "password hunter2" });
+    const recorder = new Recorder(log, bus);
+    recorder.record(OP, "operator.input", { session_id: "ses_x hunter2", bytes: 3 });
     const rec = log.tail(1)[0]!;
     log.close();
     assert.equal(seen.length, 1);
     assert.deepEqual(seen[0], {
       actor: OP,
-      text: "password [REDACTED]",
+      session_id: "ses_x [REDACTED]",
+      bytes: 3,
       audit_seq: rec.seq,
       audit_hash: rec.hash,
     });

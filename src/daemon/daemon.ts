@@ -1,17 +1,16 @@
 /**
- * The daemon's lifecycle: one process per user owns all state. Start = resolve paths, load the
- * config, take the lock (a second daemon refuses), open the store and recover (running jobs from
- * before become `orphaned`, open sessions closed), start the engine, then listen on the Unix
- * socket (0600) and on loopback TCP with the same app (a failed bind is fatal). Stop = close
- * MCP sessions and listeners, end every session (its job recorded as killed), close the store,
- * remove the socket and release the lock.
+ * The daemon's lifecycle: one process per state directory owns all state. Start = resolve paths,
+ * load the config, make every directory it writes (0700) before anything else, take the lock
+ * (a second daemon refuses), open the store and recover (running jobs from before become
+ * `orphaned`), open the audit log (a broken chain stops the start), build the control layer,
+ * then listen: loopback TCP (the default port is a preference, an explicit one a requirement),
+ * the HTTP Unix socket and the MCP socket (0600), and record what was bound in `daemon.json`.
+ * Stop = close MCP sessions and listeners, end every session, close the store and the log,
+ * remove the sockets and release the lock.
  */
-import { timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
 import { AuditLog, verifyAudit } from "../audit/mod.ts";
-import { Gateway } from "../control/mod.ts";
-import { Redactor } from "../output/mod.ts";
-import { createApp, type TermadaApp } from "../api/mod.ts";
+import { createApp, reportedLimits, type TermadaApp } from "../api/mod.ts";
 import {
   type Config,
   effectivePaths,
@@ -22,18 +21,22 @@ import {
   resolvePaths,
   type TermadaPaths,
 } from "../config/mod.ts";
-import { Engine } from "../engine/mod.ts";
+import { Control, SYSTEM } from "../control/mod.ts";
 import { MissionService } from "../mission/mod.ts";
+import { Redactor } from "../output/mod.ts";
 import {
   EventBus,
   logger,
   randomHex,
+  setLogFile,
   setLogLevel,
-  systemClock,
   TermadaError,
 } from "../shared/mod.ts";
-import { pruneSpools, Store } from "../store/mod.ts";
-import { auditHooks, combineHooks, storeHooks } from "./persist.ts";
+import { Store } from "../store/mod.ts";
+import { agentDirectory } from "./agents.ts";
+import { listenTcp, listenUnix, PREFERRED_PORT, type TcpBind } from "./listeners.ts";
+import { acquireLock, releaseLock, removeDaemonInfo, writeDaemonInfo } from "./lock.ts";
+import { listenMcpSocket, type McpSocket } from "./mcp_socket.ts";
 import { policyPort } from "./policy_port.ts";
 
 const log = logger("daemon");
@@ -43,98 +46,97 @@ const decoder = new TextDecoder();
 export interface DaemonOptions {
   env: Record<string, string | undefined>;
   version: string;
-  /** TERMADA_HOME override (tests). */
+  /** TERMADA_HOME override (tests); empty means unset. */
   home?: string;
   /** --config */
   configFile?: string;
-  /** --bind HOST:PORT (port 0 picks a free one). */
+  /** --bind HOST:PORT (port 0 picks a free one): exactly that, or the start fails. */
   bind?: string;
   /** The log level was set on the command line: the config's `log.level` does not apply. */
   logLevelSet?: boolean;
+  /** --log-file: opened once the state directory exists. */
+  logFile?: string;
 }
 
 export interface SetupInfo {
   socketPath: string;
+  mcpSocketPath: string;
   url: string;
   dashboardUrl: string;
   pid: number;
 }
 
+/** What only the daemon's stop releases. */
+interface Resources {
+  lock: Deno.FsFile;
+  abort: AbortController;
+  servers: Deno.HttpServer[];
+  mcpSocket: McpSocket;
+}
+
 export class Daemon {
   readonly paths: TermadaPaths;
   readonly config: Config;
-  readonly engine: Engine;
+  readonly control: Control;
   readonly store: Store;
   readonly port: number;
   readonly dashboardToken: string;
-  readonly gateway: Gateway;
   readonly audit: AuditLog;
   readonly missions: MissionService;
-  #lock: Deno.FsFile;
+  #res: Resources;
   #host: string;
   #app: TermadaApp;
-  #servers: Deno.HttpServer[];
-  #abort: AbortController;
   #stopping: Promise<void> | undefined;
   #done = Promise.withResolvers<void>();
 
   private constructor(init: {
     paths: TermadaPaths;
     config: Config;
-    engine: Engine;
+    control: Control;
     store: Store;
     port: number;
     token: string;
-    lock: Deno.FsFile;
     app: TermadaApp;
-    servers: Deno.HttpServer[];
-    abort: AbortController;
     host: string;
-    gateway: Gateway;
     audit: AuditLog;
     missions: MissionService;
+    resources: Resources;
   }) {
     this.paths = init.paths;
     this.config = init.config;
-    this.engine = init.engine;
+    this.control = init.control;
     this.store = init.store;
     this.port = init.port;
     this.dashboardToken = init.token;
-    this.#lock = init.lock;
     this.#app = init.app;
-    this.#servers = init.servers;
-    this.#abort = init.abort;
     this.#host = init.host;
-    this.gateway = init.gateway;
     this.audit = init.audit;
     this.missions = init.missions;
+    this.#res = init.resources;
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
-    const home = options.home ?? options.env.TERMADA_HOME;
-    const basePaths = resolvePaths({ env: options.env, home, configFile: options.configFile });
+    const basePaths = resolvePaths({
+      env: options.env,
+      home: options.home,
+      configFile: options.configFile,
+    });
     const loaded = await loadConfig(basePaths.configFile, options.env, {
       required: options.configFile !== undefined,
     });
     const config = loaded.config;
     if (!options.logLevelSet) setLogLevel(config.log.level);
     const paths = effectivePaths(basePaths, config);
-    const bind = parseBind(options.bind ?? config.server.bind);
-    if (!bind) {
-      throw new TermadaError(
-        "INVALID_ARGUMENT",
-        `Cannot listen on "${options.bind}": not a loopback HOST:PORT`,
-        {
-          hint: "Use 127.0.0.1:PORT (or [::1]:PORT); Termada never listens beyond this machine",
-        },
-      );
-    }
+    const bind = tcpBind(options.bind ?? config.server.bind, options.bind !== undefined);
+    // Every directory the daemon writes exists (0700) before the first file is opened.
     ensureStateDirs(paths);
-    const lock = acquireLock(paths.lockPath);
-    const cleanups: (() => void | Promise<void>)[] = [() => releaseLock(lock, paths.lockPath)];
+    if (options.logFile) setLogFile(options.logFile);
+    const cleanups: (() => void | Promise<void>)[] = [];
     const undo = async () => {
       for (const f of cleanups.reverse()) await f();
     };
+    const lock = acquireLock(paths.lockPath);
+    cleanups.push(() => releaseLock(lock));
     try {
       const store = Store.open(paths.dbPath);
       cleanups.push(() => store.close());
@@ -150,12 +152,25 @@ export class Daemon {
       const redactor = new Redactor({
         extraPatterns: config.redaction.patterns.map((p) => new RegExp(p, "g")),
       });
-      const audit = AuditLog.open(auditDir, {
-        redact: (text) => decoder.decode(redactor.redact(encoder.encode(text))),
-      });
+      const redact = (text: string) => decoder.decode(redactor.redact(encoder.encode(text)));
+      const audit = AuditLog.open(auditDir, { redact });
       cleanups.push(() => audit.close());
-      const system = { kind: "system" as const, id: "termada" };
-      audit.append(system, "config.loaded", {
+      const bus = new EventBus(1000);
+      const control = new Control({
+        engine: engineOptionsFrom(config, paths),
+        store,
+        audit,
+        bus,
+        policy: policyPort(config),
+        spoolDir: paths.spoolDir,
+        spoolMaxBytes: config.jobs.spool_max_bytes,
+        finishedPerAgent: config.jobs.finished_per_agent,
+        confirmTimeoutMs: config.approvals.confirm_timeout_ms,
+        reapAfterMs: config.sessions.reap_after_ms,
+      });
+      cleanups.push(() => control.shutdown());
+      const recorder = control.recorder;
+      recorder.record(SYSTEM, "config.loaded", {
         source: loaded.source,
         path: loaded.path,
         agents: Object.keys(config.agents),
@@ -163,93 +178,67 @@ export class Daemon {
         policies: Object.keys(config.policies),
       });
       if (recovered.orphanedJobs.length + recovered.expiredApprovals.length > 0) {
-        audit.append(system, "daemon.recovered", {
+        recorder.record(SYSTEM, "daemon.recovered", {
           orphaned_jobs: recovered.orphanedJobs,
           closed_sessions: recovered.closedSessions,
           expired_approvals: recovered.expiredApprovals,
           denied_jobs: recovered.deniedJobs,
         });
       }
-      const bus = new EventBus(1000);
-      const gateway = new Gateway({
-        bus,
-        policy: policyPort(config),
-        audit,
-        approvals: store,
-        confirmTimeoutMs: config.approvals.confirm_timeout_ms,
-      });
-      cleanups.push(() => gateway.close());
-      const engineSettings = engineOptionsFrom(config, paths);
-      const engine = new Engine({
-        ...engineSettings,
-        admission: gateway,
-        hooks: combineHooks(
-          storeHooks(store, {
-            spoolDir: paths.spoolDir,
-            spoolMaxBytes: config.jobs.spool_max_bytes,
-            finishedPerAgent: config.jobs.finished_per_agent,
-            clock: systemClock,
-          }),
-          auditHooks(gateway),
-        ),
-      });
-      gateway.attach(engine);
-      cleanups.push(() => engine.shutdown());
+      const agents = control.agents;
       const missions = new MissionService({
-        engine,
+        runtime: {
+          createSession: (a, req) => agents.createSession(a, req),
+          closeSession: (a, req) => agents.closeSession(a, req),
+          job: (a, id) => agents.job(a, id),
+          listJobs: (a, req) => agents.listJobs(a, req),
+          pendingApprovals: () => control.pendingApprovals(),
+        },
         store,
-        audit: gateway,
+        audit: recorder,
         bus,
-        redact: (text) => decoder.decode(redactor.redact(encoder.encode(text))),
+        redact,
       });
       cleanups.push(() => missions.close());
       const interrupted = missions.recover("the daemon restarted: the mission's terminal is gone");
       if (interrupted.length > 0) log.warn("missions interrupted", { missions: interrupted });
-      pruneOrphanSpools(store, paths.spoolDir);
 
       const token = loadOrCreateToken(paths.tokenFile);
       const abort = new AbortController();
       const servers: Deno.HttpServer[] = [];
-      const tcpReady = Promise.withResolvers<number>();
-      // TCP first: its port is needed by the Host check.
-      let tcp: Deno.HttpServer;
-      const ref: { app?: TermadaApp } = {};
-      try {
-        tcp = Deno.serve({
-          hostname: bind.hostname,
-          port: bind.port,
-          signal: abort.signal,
-          onListen: ({ port }) => tcpReady.resolve(port),
-        }, (req) => ref.app!.app.fetch(req, { listener: "tcp" }));
-      } catch (err) {
-        throw new TermadaError(
-          "INTERNAL",
-          `Cannot listen on ${bind.hostname}:${bind.port}: ${(err as Error).message}`,
-          {
-            cause: err,
-            hint: "Another program uses that port: pick another with --bind or server.bind",
-          },
-        );
-      }
-      servers.push(tcp);
       cleanups.push(async () => {
         abort.abort();
         await Promise.all(servers.map((s) => s.finished.catch(() => {})));
       });
-      const port = await tcpReady.promise;
-      const agents = agentDirectory(config);
+      const ref: { app?: TermadaApp } = {};
+      // TCP first: its port is needed by the Host check.
+      const tcp = await listenTcp(
+        bind,
+        abort.signal,
+        (req) => ref.app!.app.fetch(req, { listener: "tcp" }),
+      );
+      servers.push(tcp.server);
+      const directory = agentDirectory(config);
+      const onAgent = (id: string, via: "token" | "dev") => {
+        try {
+          store.agents.upsert({ id, via });
+          recorder.note({ kind: "agent", id }, "agent.connected", { via });
+        } catch (err) {
+          log.error("could not record a connecting agent", { error: err });
+        }
+      };
       const app = createApp({
-        engine,
+        control,
         missions,
         version: options.version,
-        agents,
-        port,
+        agents: directory,
+        port: tcp.port,
         operatorToken: token,
         operator: {
-          gateway,
           auditTail: (n) => audit.tail(n),
           auditVerify: () => verifyAudit(auditDir),
           bus,
+          port: tcp.port,
           policy: () => ({
             default_policy: config.default_policy,
             policies: config.policies,
@@ -261,67 +250,59 @@ export class Daemon {
             dev_mode: config.auth.dev_mode,
           }),
         },
-        onAgent: (id, via) => {
-          try {
-            store.upsertAgent({ id, via });
-            gateway.record({ kind: "agent", id }, "agent.connected", { via });
-          } catch (err) {
-            log.error("could not record a connecting agent", { error: err });
-          }
-        },
+        onAgent,
       });
       ref.app = app;
       cleanups.push(() => app.close());
-
-      try {
-        Deno.removeSync(paths.socketPath); // stale from a crash: we hold the lock
-      } catch {
-        // no stale socket
-      }
-      const unixReady = Promise.withResolvers<void>();
-      try {
-        const unix = Deno.serve({
-          path: paths.socketPath,
-          signal: abort.signal,
-          onListen: () => unixReady.resolve(),
-        }, (req) => app.app.fetch(req, { listener: "unix" }));
-        servers.push(unix);
-      } catch (err) {
-        throw new TermadaError(
-          "INTERNAL",
-          `Cannot listen on socket "${paths.socketPath}": ${(err as Error).message}`,
-          { cause: err },
-        );
-      }
-      await unixReady.promise;
-      Deno.chmodSync(paths.socketPath, 0o600);
-      cleanups.push(() => {
-        try {
-          Deno.removeSync(paths.socketPath);
-        } catch {
-          // already gone
-        }
+      servers.push(
+        await listenUnix(
+          paths.socketPath,
+          abort.signal,
+          (req) => app.app.fetch(req, { listener: "unix" }),
+        ),
+      );
+      cleanups.push(() => removeQuietly(paths.socketPath));
+      const mcpSocket: McpSocket = listenMcpSocket({
+        path: paths.mcpSocketPath,
+        agents: directory,
+        server: {
+          agents: control.agents,
+          missions,
+          version: options.version,
+          limits: reportedLimits(control),
+        },
+        attach: (agent, via) => control.presence.attach(agent, via),
+        onAgent,
       });
+      // Closed first on stop (before the engine), so no agent call races the shutdown.
+      cleanups.push(() => mcpSocket.close());
+      const host = bind.hostname.includes(":") ? `[${bind.hostname}]` : bind.hostname;
+      writeDaemonInfo(paths.infoFile, {
+        pid: Deno.pid,
+        version: options.version,
+        socket: paths.socketPath,
+        port: tcp.port,
+        url: `http://${host}:${tcp.port}`,
+        started_at: new Date().toISOString(),
+      });
+      cleanups.push(() => removeDaemonInfo(paths.infoFile));
       const d = new Daemon({
         paths,
         config,
-        engine,
+        control,
         store,
-        port,
+        port: tcp.port,
         token,
-        lock,
         app,
-        servers,
-        abort,
         host: bind.hostname,
-        gateway,
         audit,
         missions,
+        resources: { lock, abort, servers, mcpSocket },
       });
       log.info("daemon ready", {
         pid: Deno.pid,
         socket: paths.socketPath,
-        tcp: `${bind.hostname}:${port}`,
+        tcp: `${bind.hostname}:${tcp.port}`,
         config: loaded.source === "file" ? loaded.path : "embedded defaults",
       });
       return d;
@@ -336,6 +317,7 @@ export class Daemon {
     const url = `http://${host}:${this.port}`;
     return {
       socketPath: this.paths.socketPath,
+      mcpSocketPath: this.paths.mcpSocketPath,
       url,
       dashboardUrl: `${url}/?token=${this.dashboardToken}`,
       pid: Deno.pid,
@@ -351,74 +333,66 @@ export class Daemon {
     return this.#done.promise;
   }
 
-  /** Graceful stop; idempotent. */
+  /**
+   * Graceful stop; idempotent. Order: no new connections or calls (MCP socket, MCP sessions,
+   * listeners), then every session and job ends (their outcomes recorded), then the stop record,
+   * then the log and the store close, and the lock goes last.
+   */
   stop(reason = "stopped"): Promise<void> {
     return this.#stopping ??= (async () => {
       log.info("daemon stopping", { reason });
-      await this.#app.close();
-      this.#abort.abort();
-      await this.engine.shutdown();
-      await Promise.all(this.#servers.map((s) => s.finished.catch(() => {})));
-      this.gateway.close();
-      this.missions.close();
-      try {
-        this.audit.append({ kind: "system", id: "termada" }, "daemon.stopped", { reason });
-      } catch (err) {
-        log.error("could not audit the stop", { error: err });
-      }
-      this.audit.close();
-      this.store.close();
-      try {
-        Deno.removeSync(this.paths.socketPath);
-      } catch {
-        // already gone
-      }
-      releaseLock(this.#lock, this.paths.lockPath);
+      const r = this.#res;
+      const step = async (what: string, f: () => unknown) => {
+        try {
+          await f();
+        } catch (err) {
+          log.error(`stop: ${what} failed`, { error: err });
+        }
+      };
+      await step("MCP socket", () => r.mcpSocket.close());
+      await step("MCP sessions", () => this.#app.close());
+      await step("listeners", async () => {
+        r.abort.abort();
+        await Promise.all(r.servers.map((s) => s.finished.catch(() => {})));
+      });
+      await step("engine", () => this.control.shutdown());
+      await step("missions", () => this.missions.close());
+      await step(
+        "stop record",
+        () => this.control.recorder.record(SYSTEM, "daemon.stopped", { reason }),
+      );
+      await step("audit log", () => this.audit.close());
+      await step("store", () => this.store.close());
+      removeQuietly(this.paths.socketPath);
+      removeDaemonInfo(this.paths.infoFile);
+      releaseLock(r.lock);
       this.#done.resolve();
       log.info("daemon stopped");
     })();
   }
 }
 
-function acquireLock(path: string): Deno.FsFile {
-  const f = Deno.openSync(path, { read: true, write: true, create: true, mode: 0o600 });
-  let locked = false;
-  try {
-    locked = f.tryLockSync(true);
-  } catch (err) {
-    f.close();
-    throw err;
-  }
-  if (!locked) {
-    let pid = "";
-    try {
-      pid = Deno.readTextFileSync(path).trim();
-    } catch {
-      // unreadable: say nothing about the pid
-    }
-    f.close();
+/** `--bind` / `server.bind`, or the default: 127.0.0.1:7717 if free, else any free port. */
+function tcpBind(value: string | null, fromFlag: boolean): TcpBind {
+  if (value === null) return { hostname: "127.0.0.1", port: PREFERRED_PORT, explicit: false };
+  const b = parseBind(value);
+  if (!b) {
     throw new TermadaError(
       "INVALID_ARGUMENT",
-      `Another Termada daemon is already running${pid ? ` (pid ${pid})` : ""}`,
-      {
-        hint: "Stop it first (termada stop, or kill that pid), or use another TERMADA_HOME",
-      },
+      `Cannot listen on "${value}": not a loopback HOST:PORT`,
+      { hint: "Use 127.0.0.1:PORT (or [::1]:PORT); Termada never listens beyond this machine" },
     );
   }
-  f.truncateSync(0);
-  f.writeSync(new TextEncoder().encode(`${Deno.pid}\n`));
-  return f;
+  void fromFlag;
+  return { ...b, explicit: true };
 }
 
-function releaseLock(f: Deno.FsFile, path: string): void {
+function removeQuietly(path: string): void {
   try {
-    f.truncateSync(0);
-    f.unlockSync();
-    f.close();
+    Deno.removeSync(path);
   } catch {
-    // already released
+    // already gone
   }
-  void path;
 }
 
 function loadOrCreateToken(path: string): string {
@@ -432,31 +406,4 @@ function loadOrCreateToken(path: string): string {
   Deno.writeTextFileSync(path, token + "\n", { mode: 0o600 });
   Deno.chmodSync(path, 0o600);
   return token;
-}
-
-function agentDirectory(config: Config) {
-  const byToken = new Map<string, string>();
-  for (const [id, a] of Object.entries(config.agents)) byToken.set(a.token, id);
-  const enc = new TextEncoder();
-  return {
-    devMode: config.auth.dev_mode,
-    isConfigured: (id: string) => Object.hasOwn(config.agents, id),
-    agentForToken(token: string): string | undefined {
-      const t = enc.encode(token);
-      let found: string | undefined;
-      for (const [known, id] of byToken) {
-        const k = enc.encode(known);
-        if (k.length === t.length && timingSafeEqual(k, t)) found = id;
-      }
-      return found;
-    },
-  };
-}
-
-function pruneOrphanSpools(store: Store, spoolDir: string): void {
-  try {
-    pruneSpools(spoolDir, (id) => store.getJob(id) !== undefined);
-  } catch (err) {
-    log.warn("could not prune old spools", { error: err });
-  }
 }

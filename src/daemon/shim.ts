@@ -1,18 +1,17 @@
 /**
- * `termada serve --stdio`: the bridge an MCP client launches. It speaks MCP on stdio and relays
- * every message, unchanged, to the daemon's `/mcp` endpoint over the Unix socket (the daemon is
- * started, detached, when none answers). It never runs a tool itself: one engine, one policy,
- * one audit trail for every agent. Identity: `--token` (Authorization: Bearer) or, in
- * development mode, `--agent <id>` (else the daemon uses the MCP client's name).
+ * `termada serve --stdio`: the bridge an MCP client launches. It connects to the daemon's MCP
+ * socket (starting the daemon, detached, when none answers), sends one hello line naming the
+ * agent (`--token`, or in development mode `--agent <id>`; else the daemon uses the MCP client's
+ * name), then relays bytes both ways unchanged: stdin to the socket, the socket to stdout. MCP's
+ * stdio framing and the socket's are the same newline-delimited JSON-RPC, so nothing is parsed
+ * here; the daemon answers malformed or oversized lines itself. It never runs a tool: one engine,
+ * one policy, one audit trail for every agent.
  */
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { effectivePaths, loadConfig, resolvePaths } from "../config/mod.ts";
-import process from "node:process";
 import { logger, TermadaError } from "../shared/mod.ts";
 
 const log = logger("shim");
+const encoder = new TextEncoder();
 
 export interface ShimOptions {
   env: Record<string, string | undefined>;
@@ -22,11 +21,11 @@ export interface ShimOptions {
   token?: string;
   /** How to start the daemon: program and arguments (without the log file flag). */
   daemonCommand: { program: string; args: string[] };
-  /** How long to wait for a daemon that was just started (default 5000 ms). */
+  /** How long to wait for a daemon that was just started (default 10 000 ms). */
   startTimeoutMs?: number;
 }
 
-/** A fetch bound to the daemon's Unix socket. */
+/** A fetch bound to the daemon's HTTP Unix socket (the CLI's operator requests). */
 export function socketFetch(socketPath: string): {
   fetch: (url: string | URL, init?: RequestInit) => Promise<Response>;
   close: () => void;
@@ -38,7 +37,7 @@ export function socketFetch(socketPath: string): {
   };
 }
 
-/** True when a daemon answers on the socket. */
+/** True when a daemon answers on its HTTP socket. */
 export async function daemonAlive(socketPath: string): Promise<boolean> {
   const s = socketFetch(socketPath);
   try {
@@ -52,103 +51,161 @@ export async function daemonAlive(socketPath: string): Promise<boolean> {
   }
 }
 
-/** Makes sure a daemon runs for these paths; starts one (detached) when none answers. */
+/** A connection to the daemon's MCP socket, or undefined when nothing listens there. */
+export async function connectMcp(path: string): Promise<Deno.UnixConn | undefined> {
+  try {
+    return await Deno.connect({ transport: "unix", path });
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Connects to the daemon's MCP socket, starting the daemon (detached) when none listens. A
+ * daemon that cannot start is reported at once with its own words (its stderr until it is
+ * ready), not after a timeout.
+ */
 export async function ensureDaemon(
-  socketPath: string,
+  mcpSocketPath: string,
   logPath: string,
   command: { program: string; args: string[] },
-  timeoutMs = 5000,
-): Promise<"running" | "started"> {
-  if (await daemonAlive(socketPath)) return "running";
+  timeoutMs = 10_000,
+): Promise<{ conn: Deno.UnixConn; started: boolean }> {
+  const running = await connectMcp(mcpSocketPath);
+  if (running) return { conn: running, started: false };
+  const t0 = performance.now();
   const child = new Deno.Command(command.program, {
     args: [...command.args, "--log-file", logPath],
     stdin: "null",
     stdout: "null",
-    stderr: "null",
+    stderr: "piped",
     detached: true,
   }).spawn();
-  child.unref();
-  const t0 = performance.now();
-  while (performance.now() - t0 < timeoutMs) {
-    if (await daemonAlive(socketPath)) {
-      log.info("daemon started", { ms: Math.round(performance.now() - t0), pid: child.pid });
-      return "started";
+  let stderr = "";
+  const reader = child.stderr.getReader();
+  const pump = (async () => {
+    const dec = new TextDecoder();
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        if (stderr.length < 16_384) stderr += dec.decode(value, { stream: true });
+      }
+    } catch {
+      // released below once the daemon is up
     }
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new TermadaError("INTERNAL", `The Termada daemon did not start within ${timeoutMs} ms`, {
-    hint: `See its log: ${logPath}`,
+  })();
+  let exited = false;
+  const status = child.status.then((s) => {
+    exited = true;
+    return s;
   });
+  try {
+    while (performance.now() - t0 < timeoutMs) {
+      const conn = await connectMcp(mcpSocketPath);
+      if (conn) {
+        log.debug("daemon started", { ms: Math.round(performance.now() - t0), pid: child.pid });
+        return { conn, started: true };
+      }
+      if (exited) {
+        await pump;
+        const text = stderr.trim();
+        // Another shim started one at the same moment: use that one.
+        if (/already running/.test(text)) {
+          const other = await waitForSocket(mcpSocketPath, timeoutMs - (performance.now() - t0));
+          if (other) return { conn: other, started: false };
+        }
+        const st = await status;
+        throw new TermadaError(
+          "INTERNAL",
+          `The Termada daemon could not start (exit ${st.code}): ${
+            text.replace(/^termada: /, "") || "no reason given"
+          }`,
+          { hint: `Its log: ${logPath}` },
+        );
+      }
+      await new Promise((r) => setTimeout(r, 15));
+    }
+    throw new TermadaError(
+      "INTERNAL",
+      `The Termada daemon did not start within ${timeoutMs} ms${
+        stderr.trim() ? `: ${stderr.trim()}` : ""
+      }`,
+      { hint: `See its log: ${logPath}` },
+    );
+  } finally {
+    // From here on the daemon logs to its file: stop reading its stderr and let it go.
+    await reader.cancel().catch(() => {});
+    await pump;
+    child.unref();
+  }
 }
 
-/** Runs the bridge until stdin closes. */
+async function waitForSocket(path: string, ms: number): Promise<Deno.UnixConn | undefined> {
+  const t0 = performance.now();
+  while (performance.now() - t0 < ms) {
+    const c = await connectMcp(path);
+    if (c) return c;
+    await new Promise((r) => setTimeout(r, 15));
+  }
+  return undefined;
+}
+
+/** The hello line that opens an MCP socket connection. */
+export function helloLine(who: { agent?: string; token?: string }): Uint8Array {
+  return encoder.encode(
+    JSON.stringify({
+      termada: "hello",
+      v: 1,
+      ...(who.token ? { token: who.token } : who.agent ? { agent: who.agent } : {}),
+    }) + "\n",
+  );
+}
+
+/** Runs the bridge until the client closes stdin (or the daemon goes away). */
 export async function runShim(options: ShimOptions): Promise<number> {
-  const home = options.home ?? options.env.TERMADA_HOME;
-  const base = resolvePaths({ env: options.env, home, configFile: options.configFile });
+  const base = resolvePaths({
+    env: options.env,
+    home: options.home,
+    configFile: options.configFile,
+  });
   const { config } = await loadConfig(base.configFile, options.env, {
     required: options.configFile !== undefined,
   });
   const paths = effectivePaths(base, config);
-  await ensureDaemon(
-    paths.socketPath,
+  const { conn } = await ensureDaemon(
+    paths.mcpSocketPath,
     paths.logPath,
     options.daemonCommand,
     options.startTimeoutMs,
   );
-
-  const headers: Record<string, string> = {};
-  if (options.token) headers.authorization = `Bearer ${options.token}`;
-  else if (options.agent) headers["x-termada-agent"] = options.agent;
-  const sock = socketFetch(paths.socketPath);
-  const http = new StreamableHTTPClientTransport(new URL("http://termada/mcp"), {
-    fetch: sock.fetch,
-    requestInit: { headers },
-  });
-  const stdio = new StdioServerTransport();
-  const closed = Promise.withResolvers<void>();
-
-  // Until the daemon has answered `initialize` (and so assigned the MCP session id), messages
-  // wait their turn; after that they flow concurrently (a long exec_wait must not block others).
-  let established: Promise<unknown> | undefined;
-  stdio.onmessage = (msg: JSONRPCMessage) => {
-    let send: Promise<unknown>;
-    if (established) send = established.then(() => http.send(msg));
-    else {
-      send = http.send(msg);
-      established = send.catch(() => {});
-    }
-    send.catch((err: Error) => {
-      log.error("relay to daemon failed", { error: err });
-      const id = (msg as { id?: string | number }).id;
-      if (id !== undefined && "method" in msg) {
-        stdio.send({
-          jsonrpc: "2.0",
-          id,
-          error: { code: -32000, message: `Termada daemon unreachable: ${err.message}` },
-        }).catch(() => {});
-      }
-    });
-  };
-  http.onmessage = (msg: JSONRPCMessage) => {
-    stdio.send(msg).catch((err: Error) => log.error("write to client failed", { error: err }));
-  };
-  http.onerror = (err: Error) => log.warn("daemon stream error", { error: err });
-  stdio.onclose = () => closed.resolve();
-  stdio.onerror = (err: Error) => log.warn("stdio error", { error: err });
-
-  // A client that closes our stdout ends the bridge instead of crashing it; the end of stdin
-  // (the client went away) ends it too — the SDK's stdio transport does not report that.
-  process.stdout.on("error", () => closed.resolve());
-  process.stdin.on("end", () => closed.resolve());
-  await http.start();
-  await stdio.start();
-  await closed.promise;
+  await conn.write(helloLine({ agent: options.agent, token: options.token }));
+  // Client → daemon: when stdin ends, half-close so the daemon ends the MCP session.
+  const stopUp = new AbortController();
+  let stdinEnded = false;
+  const up = Deno.stdin.readable.pipeTo(conn.writable, { signal: stopUp.signal }).then(
+    () => {
+      stdinEnded = true;
+    },
+    (err) => log.debug("stdin relay ended", { error: err }),
+  );
+  // Daemon → client: ends when the daemon closes the connection (session over or daemon gone).
+  await conn.readable.pipeTo(Deno.stdout.writable, { preventClose: true }).catch((err) =>
+    log.debug("stdout relay ended", { error: err })
+  );
+  // The daemon closed first (it stopped or crashed): the client must learn it at once.
+  const lost = !stdinEnded;
+  stopUp.abort();
+  await up;
   try {
-    await http.terminateSession();
+    conn.close();
   } catch {
-    // the daemon may be gone already
+    // closed by the daemon already
   }
-  await http.close();
-  sock.close();
+  if (lost) {
+    await Deno.stderr.write(encoder.encode("termada: the connection to the daemon was lost\n"))
+      .catch(() => {});
+    return 1;
+  }
   return 0;
 }

@@ -5,26 +5,12 @@
  */
 import { CursorBuffer, type Page, Redactor, type Summary, VtCleaner } from "../output/mod.ts";
 import type { Clock } from "../shared/mod.ts";
+import { FINAL_JOB_STATUSES, type JobStatus } from "../wire/mod.ts";
 
-export type JobStatus =
-  | "pending_approval"
-  | "running"
-  | "awaiting_input"
-  | "exited"
-  | "killed"
-  | "timed_out"
-  | "denied"
-  | "failed"
-  | "orphaned";
+export type { JobStatus };
 
-export const FINAL_STATUSES: ReadonlySet<JobStatus> = new Set([
-  "exited",
-  "killed",
-  "timed_out",
-  "denied",
-  "failed",
-  "orphaned",
-]);
+/** Statuses after which a job never changes (from the wire contract's one list). */
+export const FINAL_STATUSES: ReadonlySet<JobStatus> = new Set(FINAL_JOB_STATUSES);
 
 /** Read side of a job's output: the live cursor buffer, or a spool on disk after a restart. */
 export interface OutputReader {
@@ -76,6 +62,8 @@ export class Job {
   /** Why the job ended the way it did (e.g. "session closed", "shell exited"). */
   reason: string | undefined;
   cwd: string | undefined;
+  /** The cwd the caller asked this one command to run in (exec_run `cwd`), if any. */
+  requestedCwd: string | undefined;
   prompt: string | undefined;
   /** How awaiting_input was decided: "kernel" (exact) or "heuristic". */
   inputSource: "kernel" | "heuristic" | undefined;
@@ -91,10 +79,16 @@ export class Job {
   readonly #live: CursorBuffer | undefined;
   /** Receives every cleaned, redacted byte appended to the output (the on-disk spool). */
   onOutput: ((bytes: Uint8Array) => void) | undefined;
+  /**
+   * Called when a caller is shown output of this job while it still runs: what was shown must
+   * then survive a crash of the daemon (the trail spools it).
+   */
+  onShown: (() => void) | undefined;
   #archivedDuration: number | undefined;
   #held: Uint8Array[] | undefined;
   #heldBytes = 0;
-  readonly #cleaner = new VtCleaner();
+  /** Dropped by compact() once the job has ended (a finished job takes no more bytes). */
+  #cleaner: VtCleaner | undefined = new VtCleaner();
   readonly #redactor: Redactor;
   #listeners = new Set<() => void>();
   #done = Promise.withResolvers<void>();
@@ -185,7 +179,7 @@ export class Job {
   feed(bytes: Uint8Array): void {
     if (this.final) return;
     this.lastOutputMono = this.#clock.mono();
-    const clean = this.#cleaner.push(bytes);
+    const clean = this.#cleaner!.push(bytes);
     if (clean.length > 0) this.#append(this.#redactor.redact(clean));
     if (this.status === "awaiting_input") {
       this.status = "running";
@@ -230,13 +224,31 @@ export class Job {
 
   /** The incomplete last line (a prompt, a progress bar), cleaned and redacted. */
   pendingText(): string {
-    return new TextDecoder().decode(this.#redactor.redact(this.#cleaner.pending()));
+    const pending = this.#cleaner?.pending();
+    if (!pending || pending.length === 0) return "";
+    return new TextDecoder().decode(this.#redactor.redact(pending));
   }
 
   /** Commits the incomplete last line so readers see it (input awaited, reader idle). */
   commitPending(): void {
-    const rest = this.#cleaner.flush();
+    const rest = this.#cleaner?.flush();
+    if (!rest) return;
     if (rest.length > 0) this.#append(this.#redactor.redact(rest));
+  }
+
+  /**
+   * Releases what only a running job needs (the VT cleaner's line state, listeners) so that a
+   * finished job kept in memory costs its output bytes and a few hundred bytes more.
+   */
+  compact(): void {
+    if (!this.final) return;
+    this.#cleaner = undefined;
+    this.#listeners.clear();
+  }
+
+  /** Bytes of storage this job holds for its output (memory accounting of finished jobs). */
+  get retainedBytes(): number {
+    return (this.#live?.allocatedBytes ?? 0) + 512;
   }
 
   setAwaitingInput(prompt: string, source: "kernel" | "heuristic", reader?: string): void {

@@ -1,28 +1,35 @@
 /**
  * The command engine: persistent shell sessions on real PTYs, jobs with exact boundaries and
  * exit codes, cursored output, input detection, waits, signals, kills and quotas per owner.
- * It does not decide whether something may run (that is src/control) nor speak MCP/HTTP.
+ * Mechanics only: it does not decide whether something may run (src/control reserves, asks the
+ * gateway, then starts), does not store or audit (control observes it), and speaks no MCP/HTTP.
+ * Only src/control (and the daemon that wires it) imports this folder; the edges never do.
  */
+export { Engine, type EngineObservers, type EngineOptions, type SessionSpec } from "./engine.ts";
 export {
-  type AdmissionHook,
-  type AdmissionRequest,
-  type AdmissionVerdict,
-  type CallOptions,
   DEFAULT_LIMITS,
-  DEFAULT_OUTPUT,
-  Engine,
-  type EngineHooks,
   type EngineLimits,
-  type EngineOptions,
+  type JobArchive,
+  Registry,
+  sessionInfo,
+  summarize,
+} from "./registry.ts";
+export {
+  type InputTarget,
+  JobLifecycle,
+  type LaunchSpec,
+  operatorHolds,
+  type Reservation,
+} from "./lifecycle.ts";
+export {
+  type CallOptions,
+  DEFAULT_OUTPUT,
+  DEFAULT_RUN_WAIT_MS,
   type EngineOutputOptions,
-  type InputAdmissionRequest,
-  type JobStart,
-  type JobSummary,
-  type JobView,
-  type PendingApproval,
-  type SessionInfo,
-} from "./engine.ts";
+  JobReader,
+} from "./reads.ts";
+export { Leases, MAX_OPERATOR_INPUT } from "./lease.ts";
 export { FINAL_STATUSES, Job, type JobRecord, type JobStatus, type OutputReader } from "./job.ts";
+export { Session } from "./session.ts";
 export { type InputState } from "./input.ts";
-export type { Matched } from "./wait.ts";
-export * as schema from "./schema.ts";
+export { compilePattern } from "./wait.ts";

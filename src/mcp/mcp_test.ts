@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import { testEngine } from "../engine/_test_util.ts";
+import type { Control } from "../control/mod.ts";
+import { testRuntime } from "../control/_test_util.ts";
 import { createMcpServer, TOOLS } from "./mod.ts";
 
-async function connect(engine: import("../engine/mod.ts").Engine, agent: string) {
-  const server = createMcpServer({ engine, agent, version: "test" });
+async function connect(control: Control, agent: string) {
+  const server = createMcpServer({ agents: control.agents, agent, version: "test", limits: {} });
   const [a, b] = InMemoryTransport.createLinkedPair();
   const client = new Client({ name: "test-client", version: "1" });
   await Promise.all([server.connect(a), client.connect(b)]);
@@ -19,8 +20,8 @@ async function connect(engine: import("../engine/mod.ts").Engine, agent: string)
 }
 
 Deno.test("MCP lists every tool with input and output schemas and instructions", async () => {
-  await using te = await testEngine();
-  await using c = await connect(te.engine, "a");
+  await using te = await testRuntime();
+  await using c = await connect(te.control, "a");
   type ListedTool = {
     name: string;
     inputSchema: { type: string; required?: string[] };
@@ -56,8 +57,8 @@ Deno.test("MCP lists every tool with input and output schemas and instructions",
 });
 
 Deno.test("MCP exec_run returns structured content and a readable text", async () => {
-  await using te = await testEngine();
-  await using c = await connect(te.engine, "a");
+  await using te = await testRuntime();
+  await using c = await connect(te.control, "a");
   const r = await c.client.callTool({ name: "exec_run", arguments: { command: ["echo", "hi"] } });
   assert.equal(r.isError, undefined);
   const s = r.structuredContent as Record<string, unknown>;
@@ -70,8 +71,8 @@ Deno.test("MCP exec_run returns structured content and a readable text", async (
 });
 
 Deno.test("MCP tool failures are results with a typed error", async () => {
-  await using te = await testEngine();
-  await using c = await connect(te.engine, "a");
+  await using te = await testRuntime();
+  await using c = await connect(te.control, "a");
   // Listing the tools arms the SDK client's output-schema validation: error results must
   // still come through as results (the declared output admits the error shape).
   await c.client.listTools();
@@ -99,9 +100,9 @@ Deno.test("MCP tool failures are results with a typed error", async () => {
 });
 
 Deno.test("MCP agents are isolated from each other", async () => {
-  await using te = await testEngine();
-  await using alice = await connect(te.engine, "alice");
-  await using bob = await connect(te.engine, "bob");
+  await using te = await testRuntime();
+  await using alice = await connect(te.control, "alice");
+  await using bob = await connect(te.control, "bob");
   const r = await alice.client.callTool({
     name: "exec_run",
     arguments: { command: ["echo", "x"] },
@@ -114,8 +115,8 @@ Deno.test("MCP agents are isolated from each other", async () => {
 });
 
 Deno.test("MCP exec_wait sends progress notifications when asked", async () => {
-  await using te = await testEngine();
-  await using c = await connect(te.engine, "a");
+  await using te = await testRuntime();
+  await using c = await connect(te.control, "a");
   const started = await c.client.callTool({
     name: "exec_start",
     arguments: { command: ["sleep 1.3; echo done"] },
@@ -132,8 +133,8 @@ Deno.test("MCP exec_wait sends progress notifications when asked", async () => {
 });
 
 Deno.test("MCP prompt round trip: awaiting_input then exec_write", async () => {
-  await using te = await testEngine();
-  await using c = await connect(te.engine, "a");
+  await using te = await testRuntime();
+  await using c = await connect(te.control, "a");
   const r = await c.client.callTool({
     name: "exec_run",
     arguments: { command: ["read -p 'Name? ' n; echo hello $n"], timeout_ms: 5000 },

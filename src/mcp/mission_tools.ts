@@ -2,19 +2,21 @@
  * The Mission Control tools (docs/MISSION.md): thin adapters over the mission service. A server
  * built without missions answers them with NOT_SUPPORTED.
  */
-import { z } from "zod";
+import type { z } from "zod";
+import type { MissionService } from "../mission/mod.ts";
+import { TermadaError } from "../shared/mod.ts";
 import {
   MissionCreateInput,
   MissionIdInput,
+  MissionList,
   MissionListInput,
   MissionReportInput,
-  type MissionService,
-  type MissionSummary,
+  MissionReportResult,
   MissionUpdateInput,
   type MissionView,
-} from "../mission/mod.ts";
-import { TermadaError } from "../shared/mod.ts";
-import type { ToolContext, ToolDef } from "./tools.ts";
+  MissionView as MissionViewSchema,
+} from "../wire/mod.ts";
+import { tool, type ToolContext, type ToolDef } from "./tools.ts";
 
 function missions(c: ToolContext): MissionService {
   if (!c.missions) {
@@ -22,35 +24,6 @@ function missions(c: ToolContext): MissionService {
   }
   return c.missions;
 }
-
-const Progress = z.object({
-  total: z.number(),
-  passed: z.number(),
-  failed: z.number(),
-  skipped: z.number(),
-  running: z.number(),
-  pending: z.number(),
-});
-
-const MissionOut = z.looseObject({
-  mission_id: z.string(),
-  title: z.string(),
-  goal: z.string(),
-  status: z.string(),
-  owner: z.string(),
-  session_id: z.string().nullable(),
-  sessions: z.array(z.looseObject({ session_id: z.string(), attempt: z.number() })),
-  steps: z.array(z.looseObject({
-    step_id: z.string(),
-    text: z.string(),
-    status: z.string(),
-    verified: z.boolean(),
-    job_id: z.string().optional(),
-  })),
-  progress: Progress,
-  pending_approvals: z.array(z.looseObject({ approval_id: z.string(), job_id: z.string() })),
-  timeline: z.array(z.looseObject({ seq: z.number(), event: z.string(), summary: z.string() })),
-});
 
 const MARK: Record<string, string> = {
   passed: "✔",
@@ -60,8 +33,7 @@ const MARK: Record<string, string> = {
   pending: " ",
 };
 
-function renderMission(r: Record<string, unknown>): string {
-  const m = r as unknown as MissionView;
+function renderMission(m: MissionView): string {
   const p = m.progress;
   const lines = [
     `${m.status} · ${m.mission_id} · session ${
@@ -87,29 +59,30 @@ function renderMission(r: Record<string, unknown>): string {
   return lines.join("\n");
 }
 
-const missionTool = (
+const missionTool = <I extends z.ZodType>(
   name: string,
   title: string,
   description: string,
-  input: z.ZodType,
-  run: (s: MissionService, c: ToolContext, args: unknown) => MissionView | Promise<MissionView>,
+  input: I,
+  run: (s: MissionService, c: ToolContext, args: z.output<I>) => MissionView | Promise<MissionView>,
   annotations?: ToolDef["annotations"],
-): ToolDef => ({
-  name,
-  title,
-  description,
-  input,
-  output: MissionOut,
-  annotations,
-  run: async (c, a) => ({ ...(await run(missions(c), c, a)) }),
-  render: renderMission,
-});
+): ToolDef =>
+  tool({
+    name,
+    title,
+    description,
+    input,
+    output: MissionViewSchema,
+    annotations,
+    run: (c, a) => run(missions(c), c, a),
+    render: renderMission,
+  });
 
 export const MISSION_TOOLS: readonly ToolDef[] = [
   missionTool(
     "mission_create",
     "Start a mission",
-    "Start a mission for a concrete operational goal: `goal`, a `plan` of 1–24 short steps. You get a dedicated session (`session_id`): run every step's commands there with exec_run {session}, then mark each step with mission_update {step_id, step_status: passed, job_id} — the runtime checks that the job ran in the mission's session and exited 0. Finish with mission_update {status: succeeded, summary} and mission_report.",
+    "Start a mission for a concrete operational goal: `goal`, a `plan` of 1–24 short steps. You get a dedicated session (`session_id`): run every step's commands there with exec_run {session_id}, then mark each step with mission_update {step_id, step_status: passed, job_id} — the runtime checks that the job ran in the mission's session and exited 0. Finish with mission_update {status: succeeded, summary} and mission_report.",
     MissionCreateInput,
     (s, c, a) => s.create(c.agent, a),
   ),
@@ -121,30 +94,22 @@ export const MISSION_TOOLS: readonly ToolDef[] = [
     (s, c, a) => s.get(c.agent, a),
     { readOnlyHint: true },
   ),
-  {
+  tool({
     name: "mission_list",
     title: "List missions",
     description:
       "Your missions, newest first; `status` filters (planned, running, needs_attention, interrupted, succeeded, failed, cancelled).",
     input: MissionListInput,
-    output: z.object({
-      missions: z.array(z.looseObject({
-        mission_id: z.string(),
-        title: z.string(),
-        status: z.string(),
-        progress: Progress,
-      })),
-    }),
-    run: (c, a) => Promise.resolve({ ...missions(c).list(c.agent, a) }),
+    output: MissionList,
+    run: (c, a) => missions(c).list(c.agent, a),
     render: (r) => {
-      const list = r.missions as MissionSummary[];
-      if (list.length === 0) return "no missions";
-      return list.map((m) =>
+      if (r.missions.length === 0) return "no missions";
+      return r.missions.map((m) =>
         `${m.mission_id} · ${m.status} · ${m.progress.passed}/${m.progress.total} · ${m.title}`
       ).join("\n");
     },
     annotations: { readOnlyHint: true },
-  },
+  }),
   missionTool(
     "mission_update",
     "Update a mission",
@@ -159,30 +124,18 @@ export const MISSION_TOOLS: readonly ToolDef[] = [
     MissionIdInput,
     (s, c, a) => s.resume(c.agent, a),
   ),
-  {
+  tool({
     name: "mission_report",
     title: "Evidence report",
     description:
       "The mission's evidence report as Markdown (runtime observations apart from your claims: plan with each step's evidence job, timeline, audit anchors) plus the same evidence as JSON. Its SHA-256 is recorded in the audit log.",
     input: MissionReportInput,
-    output: z.object({
-      mission_id: z.string(),
-      sha256: z.string(),
-      evidence_sha256: z.string(),
-      audit_seq: z.number().nullable(),
-      format: z.enum(["markdown", "json"]),
-      markdown: z.string(),
-      evidence: z.looseObject({ schema: z.string() }),
-    }),
-    run: (c, a) => {
-      const r = missions(c).report(c.agent, a);
-      const format = (a as { format?: string }).format === "json" ? "json" : "markdown";
-      return Promise.resolve({ ...r, format, evidence: { ...r.evidence } });
-    },
+    output: MissionReportResult,
+    run: (c, a) => ({ ...missions(c).report(c.agent, a), format: a.format ?? "markdown" }),
     render: (r) =>
-      (r as { format?: string }).format === "json"
+      r.format === "json"
         ? JSON.stringify(r.evidence, null, 2)
         : `report ${r.mission_id} · sha256 ${r.sha256} · audit #${r.audit_seq}\n\n${r.markdown}`,
     annotations: { readOnlyHint: false },
-  },
+  }),
 ];

@@ -10,16 +10,17 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import {
   type CallToolRequest,
-  CallToolRequestSchema,
   type CallToolResult,
   ListToolsRequestSchema,
   type ServerNotification,
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import type { Engine } from "../engine/mod.ts";
+import type { AgentOps } from "../control/mod.ts";
 import type { MissionService } from "../mission/mod.ts";
-import { logger, toTermadaError } from "../shared/mod.ts";
+import { type ErrorBody, logger, toTermadaError } from "../shared/mod.ts";
+import { parseInput, ToolError } from "../wire/mod.ts";
+import { portableSchema } from "./json_schema.ts";
 import { type ToolContext, type ToolDef, TOOLS } from "./tools.ts";
 
 const log = logger("mcp");
@@ -37,8 +38,10 @@ export const INSTRUCTIONS =
 - Errors are results with error.code (INVALID_ARGUMENT, NOT_FOUND, SESSION_BUSY, NOT_AWAITING_INPUT, QUOTA_EXCEEDED, …) and a hint.`;
 
 export interface McpServerOptions {
-  engine: Engine;
+  agents: AgentOps;
   missions?: MissionService;
+  /** Bounds reported by `capabilities`. */
+  limits: Record<string, number>;
   /** Owner id of every session and job this server touches. */
   agent: string;
   version: string;
@@ -55,37 +58,25 @@ let toolList: {
   annotations?: unknown;
 }[] | undefined;
 
-/** tools/list payload, computed once (JSON Schema from the zod schemas). */
-function listTools() {
+/** tools/list payload, computed once (portable JSON Schema from the wire schemas). */
+export function listTools(): NonNullable<typeof toolList> {
   return toolList ??= TOOLS.map((t) => ({
     name: t.name,
     title: t.title,
     description: t.description,
-    inputSchema: z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }),
-    outputSchema: withErrorShape(
-      z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<
-        string,
-        unknown
-      >,
-    ),
+    inputSchema: portableSchema(z.toJSONSchema(t.input, { io: "input" })),
+    outputSchema: withErrorShape(portableSchema(z.toJSONSchema(t.output, { io: "output" }))),
     ...(t.annotations ? { annotations: { title: t.title, ...t.annotations } } : {}),
   }));
 }
 
-/** `structuredContent` of every failed call: `{error: {code, message, retriable, hint?}}`. */
-const ERROR_SHAPE = z.toJSONSchema(
-  z.object({
-    error: z.object({
-      code: z.string(),
-      message: z.string(),
-      retriable: z.boolean(),
-      hint: z.string().optional(),
-      details: z.record(z.string(), z.unknown()).optional(),
-    }),
-  }),
-  { io: "output" },
-) as Record<string, unknown>;
-delete ERROR_SHAPE.$schema;
+/** `structuredContent` of every failed call: `{error: {code, message, retriable, hint?, details?}}`. */
+const ERROR_SHAPE = (() => {
+  const { $schema: _drop, ...shape } = portableSchema(
+    z.toJSONSchema(ToolError, { io: "output" }),
+  );
+  return shape;
+})();
 
 /**
  * A tool's declared output: its result OR the error shape. Clients (the official SDK among
@@ -101,16 +92,25 @@ function withErrorShape(result: Record<string, unknown>): Record<string, unknown
   };
 }
 
+/**
+ * tools/call as the protocol layer sees it: only the method. The SDK's server then validates
+ * the request (a malformed one is JSON-RPC -32602, not -32603), and the tool's own schema parses
+ * the arguments once.
+ */
+const ToolsCallRequest = z.object({ method: z.literal("tools/call"), params: z.unknown() });
+
 export function createMcpServer(options: McpServerOptions): Server {
   const server = new Server(
     { name: "termada", title: "Termada", version: options.version },
     { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listTools() }) as never);
-  server.setRequestHandler(CallToolRequestSchema, async (
-    request: CallToolRequest,
+  server.setRequestHandler(ToolsCallRequest, async (
+    rawRequest: unknown,
     extra: RequestHandlerExtra<ServerRequest, ServerNotification>,
   ): Promise<CallToolResult> => {
+    // The SDK validated it against CallToolRequestSchema before calling us.
+    const request = rawRequest as CallToolRequest;
     const tool = toolsByName.get(request.params.name);
     if (!tool) {
       return errorResult({
@@ -122,10 +122,11 @@ export function createMcpServer(options: McpServerOptions): Server {
     }
     const token = request.params._meta?.progressToken;
     const ctx: ToolContext = {
-      engine: options.engine,
+      agents: options.agents,
       ...(options.missions ? { missions: options.missions } : {}),
       agent: options.agent,
       version: options.version,
+      limits: options.limits,
       call: {
         signal: extra.signal,
         onProgress: token === undefined ? undefined : (elapsed, total) => {
@@ -142,10 +143,11 @@ export function createMcpServer(options: McpServerOptions): Server {
       },
     };
     try {
-      const result = await tool.run(ctx, request.params.arguments ?? {});
+      const args = parseInput(tool.input, request.params.arguments ?? {});
+      const result = await tool.run(ctx, args);
       return {
         content: [{ type: "text", text: tool.render(result) }],
-        structuredContent: result,
+        structuredContent: result as Record<string, unknown>,
       } satisfies CallToolResult;
     } catch (err) {
       const e = toTermadaError(err);
@@ -158,9 +160,7 @@ export function createMcpServer(options: McpServerOptions): Server {
   return server;
 }
 
-function errorResult(
-  error: { code: string; message: string; retriable: boolean; hint?: string },
-): CallToolResult {
+function errorResult(error: ErrorBody): CallToolResult {
   const text = `error ${error.code}: ${error.message}${error.hint ? `\nhint: ${error.hint}` : ""}`;
   return { isError: true, content: [{ type: "text", text }], structuredContent: { error } };
 }

@@ -1,78 +1,69 @@
 /**
- * The MCP tool table: each tool is a thin adapter — the engine's input schema in, one engine
- * call, a structured result out plus a one-line-header text rendering a model reads well. The
- * names and fields are the public contract of TOOLS.md.
+ * The MCP tool table: each tool is a thin adapter — its wire input schema (src/wire), one call
+ * into the control layer for the calling agent, its wire result, and a one-line-header text
+ * rendering a model reads well. The names and fields are the public contract of TOOLS.md.
  */
-import { z } from "zod";
-import type { CallOptions, Engine, JobView } from "../engine/mod.ts";
-import { schema } from "../engine/mod.ts";
-import { MISSION_LIMITS, type MissionService } from "../mission/mod.ts";
+import type { z } from "zod";
+import type { AgentOps, CallOptions } from "../control/mod.ts";
+import type { MissionService } from "../mission/mod.ts";
+import {
+  Capabilities,
+  CapabilitiesInput,
+  Empty,
+  ExecKillInput,
+  ExecListInput,
+  ExecPollInput,
+  ExecRunInput,
+  ExecSignalInput,
+  ExecStartInput,
+  ExecWaitInput,
+  ExecWriteInput,
+  JobAck,
+  JobList,
+  type JobResult,
+  JobResult as JobResultSchema,
+  JobStarted,
+  LIMITS,
+  MISSION_LIMITS,
+  Screen,
+  SessionClosed,
+  SessionCreateInput,
+  SessionIdInput,
+  SessionInfo,
+  SessionList,
+} from "../wire/mod.ts";
 import { MISSION_TOOLS } from "./mission_tools.ts";
 
 export interface ToolContext {
-  engine: Engine;
-  /** Mission Control; absent in an engine-only server (the mission tools say NOT_SUPPORTED). */
+  agents: AgentOps;
+  /** Mission Control; absent in a server without it (the mission tools say NOT_SUPPORTED). */
   missions?: MissionService;
   /** The calling agent: owner of every session and job it touches. */
   agent: string;
   call: CallOptions;
   version: string;
+  /** Bounds reported by `capabilities`. */
+  limits: Record<string, number>;
 }
 
-export interface ToolDef {
+export interface ToolDef<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
   name: string;
   title: string;
   description: string;
-  input: z.ZodType;
-  output: z.ZodType;
+  input: I;
+  output: O;
   annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean };
-  run(ctx: ToolContext, args: unknown): Promise<Record<string, unknown>>;
-  render(result: Record<string, unknown>): string;
+  run(ctx: ToolContext, args: z.output<I>): Promise<z.output<O>> | z.output<O>;
+  render(result: z.output<O>): string;
 }
 
-const Gap = z.object({ from_offset: z.number(), to_offset: z.number(), dropped_bytes: z.number() });
-
-const JobOut = z.object({
-  job_id: z.string(),
-  session_id: z.string(),
-  command: z.array(z.string()),
-  status: z.string(),
-  exit_code: z.number().optional(),
-  signal: z.string().optional(),
-  reason: z.string().optional(),
-  output: z.string(),
-  tail: z.string().optional(),
-  omitted_bytes: z.number().optional(),
-  next_cursor: z.string(),
-  has_more: z.boolean(),
-  gap: Gap.optional(),
-  awaiting_input: z.boolean().optional(),
-  prompt: z.string().optional(),
-  input_detection: z.enum(["kernel", "heuristic"]).optional(),
-  approval_id: z.string().optional(),
-  cwd: z.string().optional(),
-  duration_ms: z.number(),
-  waited_ms: z.number().optional(),
-  matched: z.enum(["exit", "pattern", "prompt", "idle", "timeout"]).optional(),
-  match: z.string().optional(),
-});
-
-const SessionOut = z.object({
-  session_id: z.string(),
-  target: z.string(),
-  shell: z.string(),
-  cwd: z.string(),
-  workspace: z.string().optional(),
-  state: z.enum(["ready", "busy", "operator"]),
-  current_job_id: z.string().optional(),
-  cols: z.number(),
-  rows: z.number(),
-  created_at: z.string(),
-  output_paused: z.boolean().optional(),
-});
+/** A tool with its types checked against its schemas, stored untyped in the table. */
+export function tool<I extends z.ZodType, O extends z.ZodType>(def: ToolDef<I, O>): ToolDef {
+  return def as unknown as ToolDef;
+}
 
 /** The one-line header of a job result: status, exit code, job, session, duration. */
-export function jobHeader(v: JobView): string {
+export function jobHeader(v: JobResult): string {
   const parts: string[] = [v.status];
   if (v.exit_code !== undefined) parts[0] += ` ${v.exit_code}`;
   if (v.signal) parts.push(`signal ${v.signal}`);
@@ -82,8 +73,7 @@ export function jobHeader(v: JobView): string {
   return parts.join(" · ");
 }
 
-export function renderJob(r: Record<string, unknown>): string {
-  const v = r as unknown as JobView;
+export function renderJob(v: JobResult): string {
   const lines = [jobHeader(v)];
   if (v.reason) lines.push(`reason: ${v.reason}`);
   if (v.gap) lines.push(`[gap: ${v.gap.dropped_bytes} bytes no longer retained]`);
@@ -110,227 +100,179 @@ export function renderJob(r: Record<string, unknown>): string {
   return lines.join("\n");
 }
 
-const jobTool = (
+const jobTool = <I extends z.ZodType>(
   name: string,
   title: string,
   description: string,
-  input: z.ZodType,
-  run: (ctx: ToolContext, args: unknown) => Promise<JobView>,
+  input: I,
+  run: (ctx: ToolContext, args: z.output<I>) => Promise<JobResult>,
   annotations?: ToolDef["annotations"],
-): ToolDef => ({
-  name,
-  title,
-  description,
-  input,
-  output: JobOut,
-  annotations,
-  run: async (ctx, args) => ({ ...(await run(ctx, args)) }),
-  render: renderJob,
-});
+): ToolDef =>
+  tool({
+    name,
+    title,
+    description,
+    input,
+    output: JobResultSchema,
+    annotations,
+    run,
+    render: renderJob,
+  });
 
 export const TOOLS: readonly ToolDef[] = [
   jobTool(
     "exec_run",
     "Run a command",
-    "Run a command in a persistent terminal session and wait (bounded) for it. `command` is an argv array: several words are passed exactly; ONE word is a shell command line (pipes, &&, cd, export persist). Returns when the command ends, waits for input, or `timeout_ms` (default 30000) passes — then status is `running` and the job keeps going: continue with exec_poll/exec_wait using `next_cursor`. Long output comes as head + tail with `omitted_bytes`.",
-    schema.ExecRunInput,
-    (c, a) => c.engine.run(c.agent, a, c.call),
+    "Run a command in a persistent terminal session and wait (bounded) for it. `command` is an argv array: several words are passed exactly; ONE word is a shell command line (pipes, &&, cd, export persist). Returns when the command ends, waits for input, or `timeout_ms` (default 30000) passes — then status is `running` and the job keeps going: continue with exec_poll/exec_wait using `next_cursor`. Long output comes as head + tail with `omitted_bytes`. `session_id` (or `session`) picks the session; without it your default session is used.",
+    ExecRunInput,
+    (c, a) => c.agents.run(c.agent, a, c.call),
   ),
-  {
+  tool({
     name: "exec_start",
     title: "Start a command",
     description:
       "Start a command without waiting (same input as exec_run). Use for servers, long builds and watchers; follow with exec_poll / exec_wait. `mode: background` runs it argv-exact on its own terminal beside the session.",
-    input: schema.ExecStartInput,
-    output: z.object({
-      job_id: z.string(),
-      session_id: z.string(),
-      status: z.string(),
-      mode: z.string(),
-      approval_id: z.string().optional(),
-    }),
-    run: async (c, a) => ({ ...(await c.engine.start(c.agent, a)) }),
+    input: ExecStartInput,
+    output: JobStarted,
+    run: (c, a) => c.agents.start(c.agent, a),
     render: (r) =>
       r.status === "pending_approval"
         ? `pending_approval · ${r.job_id} · ${r.session_id} · waiting for an operator (${r.approval_id})`
         : `${r.status} · ${r.job_id} · ${r.session_id} · started (${r.mode})`,
-  },
+  }),
   jobTool(
     "exec_poll",
     "Read job output",
     "Read a job's output from a cursor (omit it to start at the beginning). `wait_ms` (≤ 30000) long-polls for new output. Keep passing `next_cursor`; `has_more` is false once everything was read and the job ended. `gap` says bytes were dropped by retention.",
-    schema.ExecPollInput,
-    (c, a) => c.engine.poll(c.agent, a, c.call),
+    ExecPollInput,
+    (c, a) => c.agents.poll(c.agent, a, c.call),
     { readOnlyHint: true },
   ),
   jobTool(
     "exec_wait",
     "Wait for a job",
-    "Wait until a job exits, prints a regex `pattern`, waits at a `prompt` for input, or goes `idle_ms` without output — whichever comes first — or `timeout_ms` passes (never kills). `matched` says which. Output is returned from `cursor` (default: start).",
-    schema.ExecWaitInput,
-    (c, a) => c.engine.wait(c.agent, a, c.call),
+    "Wait until a job exits, prints a regex `pattern` (JavaScript syntax without backreferences or lookaround: it runs in linear time), waits at a `prompt` for input, or goes `idle_ms` without output — whichever comes first — or `timeout_ms` passes (never kills). `matched` says which. Output is returned from `cursor` (default: start).",
+    ExecWaitInput,
+    (c, a) => c.agents.wait(c.agent, a, c.call),
     { readOnlyHint: true },
   ),
-  {
+  tool({
     name: "exec_write",
     title: "Answer a prompt",
     description:
       "Type input into a job that is waiting for it (status awaiting_input). A newline (Enter) is appended unless `append_newline` is false. Set `secret: true` for passwords: the value is redacted from all output and never logged.",
-    input: schema.ExecWriteInput,
-    output: z.object({ ok: z.boolean(), job_id: z.string(), status: z.string() }),
-    run: async (c, a) => ({ ...(await c.engine.write(c.agent, a)) }),
+    input: ExecWriteInput,
+    output: JobAck,
+    run: (c, a) => c.agents.write(c.agent, a),
     render: (r) => `input written · ${r.job_id} · now ${r.status}`,
-  },
-  {
+  }),
+  tool({
     name: "exec_signal",
     title: "Signal a job",
     description:
       "Send a signal to what a job runs in the foreground: INT (Ctrl-C), TERM, KILL, HUP, QUIT, TSTP, CONT.",
-    input: schema.ExecSignalInput,
-    output: z.object({ ok: z.boolean(), job_id: z.string(), status: z.string() }),
-    run: (c, a) => Promise.resolve({ ...c.engine.signal(c.agent, a) }),
+    input: ExecSignalInput,
+    output: JobAck,
+    run: (c, a) => c.agents.signal(c.agent, a),
     render: (r) => `${r.ok ? "signal sent" : "nobody to signal"} · ${r.job_id} · ${r.status}`,
     annotations: { destructiveHint: true },
-  },
+  }),
   jobTool(
     "exec_kill",
     "Kill a job",
     "Stop a job for good: INT, then TERM, then KILL (`grace_ms` apart, default 2000) to its process group and every process it started. Returns the final status.",
-    schema.ExecKillInput,
-    (c, a) => c.engine.kill(c.agent, a),
+    ExecKillInput,
+    (c, a) => c.agents.kill(c.agent, a),
     { destructiveHint: true },
   ),
-  {
+  tool({
     name: "exec_list",
     title: "List jobs",
     description: "Your jobs, newest first. `filter`: active, recent (default), all.",
-    input: schema.ExecListInput,
-    output: z.object({
-      jobs: z.array(z.object({
-        job_id: z.string(),
-        session_id: z.string(),
-        command: z.array(z.string()),
-        mode: z.string(),
-        status: z.string(),
-        exit_code: z.number().optional(),
-        signal: z.string().optional(),
-        started_at: z.string(),
-        duration_ms: z.number(),
-        cwd: z.string().optional(),
-      })),
-    }),
-    run: (c, a) => Promise.resolve({ ...c.engine.listJobs(c.agent, a) }),
+    input: ExecListInput,
+    output: JobList,
+    run: (c, a) => c.agents.listJobs(c.agent, a),
     render: (r) => {
-      const jobs = r.jobs as {
-        job_id: string;
-        status: string;
-        exit_code?: number;
-        command: string[];
-      }[];
-      if (jobs.length === 0) return "no jobs";
-      return jobs.map((j) =>
+      if (r.jobs.length === 0) return "no jobs";
+      return r.jobs.map((j) =>
         `${j.job_id} · ${j.status}${j.exit_code === undefined ? "" : ` ${j.exit_code}`} · ${
           j.command.join(" ").slice(0, 120)
         }`
       ).join("\n");
     },
     annotations: { readOnlyHint: true },
-  },
-  {
+  }),
+  tool({
     name: "session_create",
     title: "Create a session",
     description:
       "Open a new persistent terminal session (bash by default; zsh, sh). Pass its `session_id` to exec_run to run commands there; without one, your default session is used.",
-    input: schema.SessionCreateInput,
-    output: SessionOut,
-    run: async (c, a) => ({ ...(await c.engine.createSession(c.agent, a)) }),
+    input: SessionCreateInput,
+    output: SessionInfo,
+    run: (c, a) => c.agents.createSession(c.agent, a),
     render: (r) => `session ${r.session_id} · ${r.shell} · cwd ${r.cwd}`,
-  },
-  {
+  }),
+  tool({
     name: "session_list",
     title: "List sessions",
     description: "Your open sessions with their cwd, state and current job.",
-    input: z.object({}),
-    output: z.object({ sessions: z.array(SessionOut) }),
-    run: (c) => Promise.resolve({ sessions: c.engine.listSessions(c.agent) }),
+    input: Empty,
+    output: SessionList,
+    run: (c) => ({ sessions: c.agents.listSessions(c.agent) }),
     render: (r) => {
-      const list = r.sessions as {
-        session_id: string;
-        shell: string;
-        state: string;
-        cwd: string;
-        current_job_id?: string;
-      }[];
-      if (list.length === 0) return "no sessions (exec_run creates your default session)";
-      return list.map((s) =>
+      if (r.sessions.length === 0) return "no sessions (exec_run creates your default session)";
+      return r.sessions.map((s) =>
         `${s.session_id} · ${s.shell} · ${s.state}${
           s.current_job_id ? ` (${s.current_job_id})` : ""
         } · ${s.cwd}`
       ).join("\n");
     },
     annotations: { readOnlyHint: true },
-  },
-  {
+  }),
+  tool({
     name: "session_close",
     title: "Close a session",
     description: "Close a session; a job still running in it ends as killed.",
-    input: schema.SessionIdInput,
-    output: z.object({ ok: z.boolean(), session_id: z.string() }),
-    run: async (c, a) => ({ ...(await c.engine.closeSession(c.agent, a)) }),
+    input: SessionIdInput,
+    output: SessionClosed,
+    run: (c, a) => c.agents.closeSession(c.agent, a),
     render: (r) => `closed ${r.session_id}`,
     annotations: { destructiveHint: true },
-  },
-  {
+  }),
+  tool({
     name: "session_screen",
     title: "Read the screen",
     description:
       "The rendered terminal screen of a session (lines, cursor, title) — for full-screen programs like top, vim or less.",
-    input: schema.SessionIdInput,
-    output: z.object({
-      session_id: z.string(),
-      lines: z.array(z.string()),
-      cursor: z.object({ x: z.number(), y: z.number() }),
-      cols: z.number(),
-      rows: z.number(),
-      title: z.string(),
-      alternate: z.boolean(),
-    }),
-    run: async (c, a) => ({ ...(await c.engine.screen(c.agent, a)) }),
+    input: SessionIdInput,
+    output: Screen,
+    run: (c, a) => c.agents.screen(c.agent, a),
     render: (r) => {
-      const lines = (r.lines as string[]).map((l) => l.replace(/\s+$/, ""));
+      const lines = r.lines.map((l) => l.replace(/\s+$/, ""));
       while (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
-      const cur = r.cursor as { x: number; y: number };
       return [
-        `screen ${r.session_id} · ${r.cols}x${r.rows} · cursor ${cur.x},${cur.y}${
+        `screen ${r.session_id} · ${r.cols}x${r.rows} · cursor ${r.cursor.x},${r.cursor.y}${
           r.title ? ` · ${r.title}` : ""
         }`,
         ...lines,
       ].join("\n");
     },
     annotations: { readOnlyHint: true },
-  },
-  {
+  }),
+  tool({
     name: "capabilities",
     title: "What this Termada can do",
     description: "Version, platform, shells, limits and features of this Termada daemon.",
-    input: z.object({}),
-    output: z.object({
-      version: z.string(),
-      platform: z.string(),
-      shells: z.array(z.string()),
-      tools: z.array(z.string()),
-      limits: z.record(z.string(), z.number()),
-      features: z.record(z.string(), z.boolean()),
-      agent: z.string(),
-    }),
-    run: (c) => Promise.resolve(capabilities(c)),
+    input: CapabilitiesInput,
+    output: Capabilities,
+    run: (c) => capabilities(c),
     render: (r) => JSON.stringify(r, null, 2),
     annotations: { readOnlyHint: true },
-  },
+  }),
   ...MISSION_TOOLS,
 ];
 
-function capabilities(c: ToolContext): Record<string, unknown> {
+function capabilities(c: ToolContext): z.output<typeof Capabilities> {
   const shells = ["bash", "zsh", "sh"].filter((s) => onPath(s));
   return {
     version: c.version,
@@ -338,14 +280,12 @@ function capabilities(c: ToolContext): Record<string, unknown> {
     shells,
     tools: TOOLS.map((t) => t.name),
     limits: {
-      sessions_per_agent: c.engine.limits.sessionsPerOwner,
-      sessions_total: c.engine.limits.sessionsTotal,
-      background_jobs_per_agent: c.engine.limits.backgroundPerOwner,
-      output_retention_bytes: c.engine.output.retentionBytes,
-      page_bytes: schema.LIMITS.pageBytes,
-      run_wait_ms: schema.LIMITS.runWaitMs,
-      poll_wait_ms: schema.LIMITS.pollWaitMs,
-      input_bytes: schema.LIMITS.inputBytes,
+      ...c.limits,
+      page_bytes: LIMITS.pageBytes,
+      run_wait_ms: LIMITS.runWaitMs,
+      poll_wait_ms: LIMITS.pollWaitMs,
+      input_bytes: LIMITS.inputBytes,
+      pattern_chars: LIMITS.patternChars,
       ...(c.missions
         ? {
           missions_open_per_agent: MISSION_LIMITS.activePerAgent,
@@ -362,6 +302,7 @@ function capabilities(c: ToolContext): Record<string, unknown> {
       progress_notifications: true,
       remote_sessions: false,
       policy: true,
+      linear_time_patterns: true,
       missions: c.missions !== undefined,
     },
     agent: c.agent,

@@ -4,27 +4,9 @@
  * and an evidence report whose hash is itself audited. See docs/MISSION.md.
  */
 export {
-  type Actor as MissionActor,
-  type MissionAudit,
   type MissionReport,
+  type MissionRuntime,
   MissionService,
   type MissionServiceOptions,
 } from "./service.ts";
-export {
-  MISSION_LIMITS,
-  MissionCancelInput,
-  MissionCreateInput,
-  MissionIdInput,
-  MissionListInput,
-  MissionReportInput,
-  MissionUpdateInput,
-} from "./schema.ts";
-export type {
-  JobEvidence,
-  MissionSummary,
-  MissionView,
-  Progress,
-  StepView,
-  TimelineEntry,
-} from "./view.ts";
-export { type Evidence, EVIDENCE_SCHEMA } from "./report.ts";
+export { EVIDENCE_SCHEMA } from "./report.ts";

@@ -5,50 +5,19 @@
  */
 import { argvToScript } from "../shell/mod.ts";
 import type { MissionRecordRow, MissionRow, MissionSessionRow, StepRow } from "../store/mod.ts";
+import type { Evidence } from "../wire/mod.ts";
 import {
   iso,
   type JobEvidence,
-  type Progress,
   progressOf,
   sessionViews,
-  type StepView,
   stepView,
-  type TimelineEntry,
   timelineEntry,
 } from "./view.ts";
 
 export const EVIDENCE_SCHEMA = "termada.mission.evidence/1";
 
-export interface Evidence {
-  schema: string;
-  generated_at: string;
-  mission: {
-    mission_id: string;
-    title: string;
-    owner: string;
-    target: string;
-    workspace: string;
-    status: string;
-    created_at: string;
-    ended_at?: string;
-    sessions: ReturnType<typeof sessionViews>;
-  };
-  goal: string;
-  outcome: {
-    status: string;
-    /** The runtime's own reading: verified steps and the mission's state. */
-    runtime: { verified_steps: number; claimed_only_steps: number; progress: Progress };
-    /** The agent's summary, verbatim: a claim. */
-    agent_summary?: string;
-  };
-  plan: StepView[];
-  timeline: TimelineEntry[];
-  timeline_dropped: number;
-  anchors: { seq: number; hash: string; event: string; time: string }[];
-  anchors_dropped: number;
-  /** Notes attached with mission_update: the agent's (or, for a cancel, an operator's) words. */
-  notes: { seq: number; time: string; by: string; step_id?: string; note: string }[];
-}
+export type { Evidence };
 
 /** Events that describe reports, not the mission's work: not anchors of the next report. */
 const NOT_ANCHORED = new Set(["mission.reported"]);

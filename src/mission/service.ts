@@ -6,12 +6,37 @@
  * its timeline, and approvals move it to `needs_attention` and back.
  */
 import { createHash } from "node:crypto";
-import type { Engine, Job, PendingApproval } from "../engine/mod.ts";
+import type { Job } from "../engine/mod.ts";
+import type { Actor, Recorder } from "../control/mod.ts";
+import type {
+  ExecListInput,
+  JobList,
+  MissionCancelInput,
+  MissionCreateInput,
+  MissionIdInput,
+  MissionList,
+  MissionListInput,
+  MissionReportInput,
+  MissionReportResult,
+  MissionUpdateInput,
+  PendingApproval,
+  SessionClosed,
+  SessionCreateInput,
+  SessionIdInput,
+  SessionInfo,
+} from "../wire/mod.ts";
+import {
+  isActiveStatus,
+  MISSION_LIMITS,
+  MissionIdInput as MissionIdSchema,
+  parseInput,
+} from "../wire/mod.ts";
 import {
   type BusEvent,
   type Clock,
   type EventBus,
   invalidArgument,
+  isId,
   logger,
   newId,
   notFound,
@@ -20,21 +45,11 @@ import {
 } from "../shared/mod.ts";
 import type { MissionRow, MissionStatus, StepRow, Store } from "../store/mod.ts";
 import { TERMINAL_MISSION_STATUSES } from "../store/mod.ts";
-import { schema } from "../engine/mod.ts";
-import { buildEvidence, type Evidence, renderMarkdown } from "./report.ts";
-import {
-  MISSION_LIMITS,
-  MissionCancelInput,
-  MissionCreateInput,
-  MissionIdInput,
-  MissionListInput,
-  MissionReportInput,
-  MissionUpdateInput,
-} from "./schema.ts";
+import type { AuditEvents } from "../audit/mod.ts";
+import { buildEvidence, renderMarkdown } from "./report.ts";
 import {
   iso,
   type JobEvidence,
-  type MissionSummary,
   missionSummary,
   type MissionView,
   missionView,
@@ -44,25 +59,23 @@ import {
 
 const log = logger("mission");
 
-export interface Actor {
-  kind: "agent" | "operator" | "system";
-  id: string;
-}
-
-/** The audit gate (src/control's Gateway): records first; refuses when the log cannot be written. */
-export interface MissionAudit {
-  /** Returns the written record's seq and hash when the log reports them. */
-  record(
-    actor: Actor,
-    event: string,
-    data?: Record<string, unknown>,
-  ): { seq: number; hash: string } | undefined | void;
+/**
+ * What a mission needs of the runtime: an agent's session and job operations (src/control's
+ * AgentOps, through the same gateway as every other call) and the pending approvals.
+ */
+export interface MissionRuntime {
+  createSession(agent: string, req: SessionCreateInput): Promise<SessionInfo>;
+  closeSession(agent: string, req: SessionIdInput): Promise<SessionClosed>;
+  job(agent: string, jobId: string): Job;
+  listJobs(agent: string, req: ExecListInput): JobList;
+  pendingApprovals(): PendingApproval[];
 }
 
 export interface MissionServiceOptions {
-  engine: Engine;
-  store: Store;
-  audit: MissionAudit;
+  runtime: MissionRuntime;
+  store: Pick<Store, "missions" | "jobs" | "approvals">;
+  /** The audit log (src/control's Recorder): records first; refuses when it cannot write. */
+  audit: Recorder;
   bus: EventBus;
   clock?: Clock;
   /**
@@ -72,17 +85,7 @@ export interface MissionServiceOptions {
   redact?: (text: string) => string;
 }
 
-export interface MissionReport {
-  mission_id: string;
-  /** SHA-256 of `markdown`. */
-  sha256: string;
-  /** SHA-256 of the JSON form (`JSON.stringify(evidence)`). */
-  evidence_sha256: string;
-  /** seq of the `mission.reported` audit record holding the hashes (null if not known). */
-  audit_seq: number | null;
-  markdown: string;
-  evidence: Evidence;
-}
+export type MissionReport = Omit<MissionReportResult, "format">;
 
 /** Runtime events of a mission: what its timeline shows. */
 const TIMELINE_EVENTS = new Set([
@@ -107,12 +110,11 @@ const TIMELINE_EVENTS = new Set([
 const TERMINAL = new Set<MissionStatus>(TERMINAL_MISSION_STATUSES);
 /** session.created records kept in memory until the mission that opened the session exists. */
 const RECENT_SESSION_EVENTS = 64;
-const ACTIVE_JOB = new Set(["running", "awaiting_input", "pending_approval"]);
 
 export class MissionService {
-  readonly #engine: Engine;
-  readonly #store: Store;
-  readonly #audit: MissionAudit;
+  readonly #runtime: MissionRuntime;
+  readonly #store: Pick<Store, "missions" | "jobs" | "approvals">;
+  readonly #audit: Recorder;
   readonly #clock: Clock;
   readonly #redact: (text: string) => string;
   readonly #unsubscribe: () => void;
@@ -121,7 +123,7 @@ export class MissionService {
   readonly #busy = new Set<string>();
 
   constructor(options: MissionServiceOptions) {
-    this.#engine = options.engine;
+    this.#runtime = options.runtime;
     this.#store = options.store;
     this.#audit = options.audit;
     this.#clock = options.clock ?? systemClock;
@@ -152,8 +154,8 @@ export class MissionService {
 
   // ── agent operations (owner-scoped) ───────────────────────────────────────
 
-  async create(agent: string, input: unknown): Promise<MissionView> {
-    const req = this.#masked(schema.parseInput(MissionCreateInput, input));
+  async create(agent: string, input: MissionCreateInput): Promise<MissionView> {
+    const req = this.#masked(input);
     const target = req.target ?? "local";
     if (target !== "local") {
       throw new TermadaError("NOT_SUPPORTED", `Target "${target}" is not available`, {
@@ -171,7 +173,7 @@ export class MissionService {
     const id = newId("msn");
     const workspace = req.workspace ?? id;
     const title = req.title ?? firstLine(req.goal, MISSION_LIMITS.title);
-    const session = await this.#engine.createSession(agent, {
+    const session = await this.#runtime.createSession(agent, {
       workspace,
       ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
       ...(req.shell === undefined ? {} : { shell: req.shell }),
@@ -183,7 +185,7 @@ export class MissionService {
         session.session_id,
       );
     } catch (err) {
-      await this.#engine.closeSession(agent, { session_id: session.session_id }).catch(() => {});
+      await this.#runtime.closeSession(agent, { session_id: session.session_id }).catch(() => {});
       throw err;
     }
     this.#adoptSessionRecord(id, session.session_id);
@@ -199,23 +201,23 @@ export class MissionService {
     return this.#view(this.#own(agent, id), MISSION_LIMITS.timelineInView);
   }
 
-  get(agent: string, input: unknown): MissionView {
-    const { mission_id } = schema.parseInput(MissionIdInput, input);
+  get(agent: string, input: MissionIdInput): MissionView {
+    const { mission_id } = input;
     return this.#view(this.#own(agent, mission_id), MISSION_LIMITS.timelineInView);
   }
 
-  list(agent: string, input: unknown = {}): { missions: MissionSummary[] } {
+  list(agent: string, input: MissionListInput = {}): MissionList {
     return this.#list(agent, input);
   }
 
-  update(agent: string, input: unknown): Promise<MissionView> {
-    const req = this.#masked(schema.parseInput(MissionUpdateInput, input ?? {}));
+  update(agent: string, input: MissionUpdateInput): Promise<MissionView> {
+    const req = this.#masked(input);
     const m = this.#own(agent, req.mission_id);
     return this.#update({ kind: "agent", id: agent }, m, req);
   }
 
-  async resume(agent: string, input: unknown): Promise<MissionView> {
-    const { mission_id } = schema.parseInput(MissionIdInput, input);
+  async resume(agent: string, input: MissionIdInput): Promise<MissionView> {
+    const { mission_id } = input;
     const m = this.#own(agent, mission_id);
     if (m.status !== "interrupted") {
       throw invalidArgument(
@@ -234,12 +236,12 @@ export class MissionService {
     this.#assertIdle(m.id);
     this.#busy.add(m.id);
     try {
-      const session = await this.#engine.createSession(agent, { workspace: m.workspace });
+      const session = await this.#runtime.createSession(agent, { workspace: m.workspace });
       let attempt: number;
       try {
         attempt = this.#store.missions.addSession(m.id, session.session_id);
       } catch (err) {
-        await this.#engine.closeSession(agent, { session_id: session.session_id }).catch(
+        await this.#runtime.closeSession(agent, { session_id: session.session_id }).catch(
           () => {},
         );
         throw err;
@@ -257,14 +259,14 @@ export class MissionService {
     }
   }
 
-  report(agent: string, input: unknown): MissionReport {
-    const { mission_id } = schema.parseInput(MissionReportInput, input);
+  report(agent: string, input: MissionReportInput): MissionReport {
+    const { mission_id } = input;
     return this.#report({ kind: "agent", id: agent }, this.#own(agent, mission_id));
   }
 
   // ── operator operations (every agent's missions) ──────────────────────────
 
-  listAll(input: unknown = {}): { missions: MissionSummary[] } {
+  listAll(input: MissionListInput = {}): MissionList {
     return this.#list(undefined, input);
   }
 
@@ -276,8 +278,8 @@ export class MissionService {
     return this.#report(operator, this.#any(id));
   }
 
-  cancelAny(operator: Actor, id: string, input: unknown = {}): Promise<MissionView> {
-    const req = this.#masked(schema.parseInput(MissionCancelInput, input ?? {}));
+  cancelAny(operator: Actor, id: string, input: MissionCancelInput = {}): Promise<MissionView> {
+    const req = this.#masked(input);
     const m = this.#any(id);
     return this.#update(operator, m, {
       mission_id: m.id,
@@ -305,7 +307,7 @@ export class MissionService {
   }
 
   #any(id: string): MissionRow {
-    const { mission_id } = schema.parseInput(MissionIdInput, { mission_id: id });
+    const { mission_id } = parseInput(MissionIdSchema, { mission_id: id });
     const m = this.#store.missions.get(mission_id);
     if (!m) throw notFound("mission", id);
     return m;
@@ -321,8 +323,7 @@ export class MissionService {
     }
   }
 
-  #list(owner: string | undefined, input: unknown): { missions: MissionSummary[] } {
-    const req = schema.parseInput(MissionListInput, input ?? {});
+  #list(owner: string | undefined, req: MissionListInput): MissionList {
     const rows = this.#store.missions.list({
       ...(owner === undefined ? {} : { owner }),
       ...(req.status === undefined ? {} : { status: req.status }),
@@ -330,7 +331,7 @@ export class MissionService {
     });
     // Pending approvals are few (bounded by the engine): map them to missions once.
     const waiting = new Map<string, number>();
-    for (const p of this.#engine.pendingApprovals()) {
+    for (const p of this.#runtime.pendingApprovals()) {
       const mission = this.#store.missions.sessionRow(p.session_id)?.mission_id;
       if (mission !== undefined) waiting.set(mission, (waiting.get(mission) ?? 0) + 1);
     }
@@ -347,7 +348,7 @@ export class MissionService {
 
   #pending(missionId: string): PendingApproval[] {
     const sessions = this.#sessionIds(missionId);
-    return this.#engine.pendingApprovals().filter((p) => sessions.has(p.session_id));
+    return this.#runtime.pendingApprovals().filter((p) => sessions.has(p.session_id));
   }
 
   #view(m: MissionRow, timeline: number): MissionView {
@@ -421,7 +422,7 @@ export class MissionService {
       this.#checkSuccess(m, after);
     }
     // Audited before it is written: the log never misses a change.
-    const data: Record<string, unknown> = { mission_id: m.id };
+    const data: AuditEvents["mission.updated"] = { mission_id: m.id };
     if (req.step_id !== undefined) data.step_id = req.step_id;
     if (req.step_status !== undefined) data.step_status = req.step_status;
     if (req.job_id !== undefined) data.job_id = req.job_id;
@@ -460,7 +461,7 @@ export class MissionService {
   #evidence(m: MissionRow, jobId: string, mustPass: boolean): JobEvidence {
     let job: Job;
     try {
-      job = this.#engine.jobOf(m.owner, jobId);
+      job = this.#runtime.job(m.owner, jobId);
     } catch (err) {
       if (err instanceof TermadaError && err.code === "NOT_FOUND") {
         throw new TermadaError("NOT_FOUND", `No job "${jobId}" of yours`, {
@@ -502,8 +503,8 @@ export class MissionService {
         );
       }
     }
-    const row = this.#store.getJob(jobId);
-    const approval = this.#store.approvalOfJob(jobId);
+    const row = this.#store.jobs.get(jobId);
+    const approval = this.#store.approvals.ofJob(jobId);
     const ev: JobEvidence = {
       job_id: job.id,
       session_id: job.sessionId,
@@ -547,8 +548,8 @@ export class MissionService {
       );
     }
     const sessions = this.#sessionIds(m.id);
-    const active = this.#engine.listJobs(m.owner, { filter: "active", limit: 200 }).jobs
-      .filter((j) => sessions.has(j.session_id) && ACTIVE_JOB.has(j.status));
+    const active = this.#runtime.listJobs(m.owner, { filter: "active", limit: 200 }).jobs
+      .filter((j) => sessions.has(j.session_id) && isActiveStatus(j.status));
     if (active.length > 0) {
       throw new TermadaError(
         "INVALID_ARGUMENT",
@@ -572,7 +573,7 @@ export class MissionService {
     // The mission's terminal is closed: its work is over (a job still running ends killed).
     if (current.session_id !== null) {
       try {
-        await this.#engine.closeSession(m.owner, { session_id: current.session_id });
+        await this.#runtime.closeSession(m.owner, { session_id: current.session_id });
       } catch (err) {
         // The mission has ended either way; a session that cannot close now (gone already, or
         // held by an operator) stays the agent's to close.
@@ -636,12 +637,12 @@ export class MissionService {
       const row = m.sessionRow(d.session_id);
       if (row) return row.mission_id;
     }
-    if (typeof d.job_id === "string" && /^job_[0-9a-z]{12}$/.test(d.job_id)) {
-      const job = this.#store.getJob(d.job_id);
+    if (typeof d.job_id === "string" && isId("job", d.job_id)) {
+      const job = this.#store.jobs.get(d.job_id);
       if (job) return m.sessionRow(job.session_id)?.mission_id;
     }
-    if (typeof d.approval_id === "string" && /^apr_[0-9a-z]{12}$/.test(d.approval_id)) {
-      const a = this.#store.getApproval(d.approval_id);
+    if (typeof d.approval_id === "string" && isId("apr", d.approval_id)) {
+      const a = this.#store.approvals.get(d.approval_id);
       if (a) return m.sessionRow(a.session_id)?.mission_id;
     }
     return undefined;

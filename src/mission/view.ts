@@ -2,121 +2,28 @@
  * The JSON shapes of a mission as agents and operators see them (docs/MISSION.md), built from
  * the store's rows. Times are ISO-8601.
  */
+import type { MissionRecordRow, MissionRow, MissionSessionRow, StepRow } from "../store/mod.ts";
 import type {
-  MissionRecordRow,
-  MissionRow,
-  MissionSessionRow,
-  MissionStatus,
-  StepRow,
+  JobEvidence,
+  MissionSummary,
+  MissionView,
+  PendingView,
+  Progress,
   StepStatus,
-} from "../store/mod.ts";
+  StepView,
+  TimelineEntry,
+} from "../wire/mod.ts";
 
-export interface ApprovalEvidence {
-  approval_id: string;
-  status: string;
-  decided_by: string | null;
-  decided_at: string | null;
-  rule: string | null;
-}
-
-export interface JobEvidence {
-  job_id: string;
-  session_id: string;
-  command: string[];
-  status: string;
-  exit_code?: number;
-  signal?: string;
-  cwd?: string;
-  started_at: string;
-  ended_at?: string;
-  duration_ms: number;
-  output_bytes: number;
-  /** SHA-256 of the job's whole recorded (cleaned, redacted) output; null if not recorded. */
-  output_sha256: string | null;
-  approval?: ApprovalEvidence;
-  /** When the runtime checked the job (the step was marked). */
-  checked_at: string;
-}
-
-export interface StepView {
-  step_id: string;
-  index: number;
-  text: string;
-  status: StepStatus;
-  job_id?: string;
-  /** True only for a passed step whose job the runtime checked (exited 0 in a mission session). */
-  verified: boolean;
-  note?: string;
-  evidence?: JobEvidence;
-  updated_at: string;
-}
-
-export interface Progress {
-  total: number;
-  passed: number;
-  failed: number;
-  skipped: number;
-  running: number;
-  pending: number;
-}
-
-export interface PendingView {
-  approval_id: string;
-  job_id: string;
-  command: string[];
-  requested_at: string;
-}
-
-export interface TimelineEntry {
-  seq: number;
-  time: string;
-  event: string;
-  actor: { kind: string; id: string };
-  summary: string;
-  data: Record<string, unknown>;
-}
-
-export interface MissionView {
-  mission_id: string;
-  title: string;
-  goal: string;
-  target: string;
-  workspace: string;
-  status: MissionStatus;
-  owner: string;
-  session_id: string | null;
-  sessions: {
-    session_id: string;
-    attempt: number;
-    started_at: string;
-    ended_at?: string;
-    end_reason?: string;
-  }[];
-  steps: StepView[];
-  progress: Progress;
-  pending_approvals: PendingView[];
-  summary?: string;
-  created_at: string;
-  updated_at: string;
-  ended_at?: string;
-  timeline: TimelineEntry[];
-  timeline_total: number;
-  timeline_dropped: number;
-  anchors_dropped: number;
-  report_sha256?: string;
-}
-
-export interface MissionSummary {
-  mission_id: string;
-  title: string;
-  status: MissionStatus;
-  owner: string;
-  session_id: string | null;
-  progress: Progress;
-  pending_approvals: number;
-  created_at: string;
-  updated_at: string;
-}
+export type {
+  ApprovalEvidence,
+  JobEvidence,
+  MissionSummary,
+  MissionView,
+  PendingView,
+  Progress,
+  StepView,
+  TimelineEntry,
+} from "../wire/mod.ts";
 
 export const iso = (ms: number): string => new Date(ms).toISOString();
 

@@ -2,6 +2,10 @@
  * The retained output of one job or session, paged by opaque cursors (byte offsets). A ring keeps
  * the newest retentionBytes; the first headBytes are pinned for summaries. Pages and summaries never
  * split a UTF-8 character and say exactly which bytes were dropped.
+ *
+ * Memory follows the bytes, not the limits: thousands of finished jobs stay in memory, most with a
+ * few bytes of output. The ring starts small and doubles; the head is copied out only when the ring
+ * is about to drop bytes (until then the ring holds them); end() trims both to exactly what is kept.
  */
 import { logger } from "../shared/mod.ts";
 import {
@@ -23,7 +27,8 @@ export interface CursorBufferOptions {
 
 const DEFAULT_RETENTION = 8 * 1024 * 1024;
 const DEFAULT_HEAD = 16 * 1024;
-const INITIAL_CAPACITY = 64 * 1024;
+/** Smallest ring allocated: below it, a doubling step would cost more than the bytes. */
+const MIN_CAPACITY = 256;
 const EMPTY = new Uint8Array(0);
 /** ignoreBOM: a leading U+FEFF is output like any other character (exact paging). */
 const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
@@ -36,16 +41,24 @@ const log = logger("output");
 export class CursorBuffer implements ByteSource {
   readonly #retention: number;
   readonly #headCap: number;
-  /** Ring of the newest bytes; offset x lives at x % length. Grows up to #retention. */
+  /**
+   * Ring of the newest bytes; offset x lives at x % length. Grows up to #retention; while nothing
+   * was dropped (#total <= #retention) offsets [0, #total) sit at the same indexes.
+   */
   #ring: Uint8Array = EMPTY;
-  /** The first bytes ever appended (up to #headCap). */
+  /**
+   * The first bytes ever appended (up to #headCap), copied out of the ring once it first drops
+   * bytes (#headPinned). Before that the ring itself holds them.
+   */
   #head: Uint8Array = EMPTY;
+  #headPinned = false;
   /** Usable head bytes: ends on a character boundary once the head is complete. */
   #headLen = 0;
   #headDone = false;
   #total = 0;
   #ended = false;
-  readonly #listeners = new Set<() => void>();
+  /** Made on the first onAppend, dropped at end(): most jobs finish with nobody waiting. */
+  #listeners: Set<() => void> | undefined;
 
   constructor(options: CursorBufferOptions = {}) {
     const retention = options.retentionBytes ?? DEFAULT_RETENTION;
@@ -72,6 +85,11 @@ export class CursorBuffer implements ByteSource {
     return this.#total;
   }
 
+  /** Bytes of storage held (ring and pinned head), for memory accounting. */
+  get allocatedBytes(): number {
+    return this.#ring.length + this.#head.length;
+  }
+
   /** Oldest offset still in the ring (the pinned head may hold older ones). */
   get startOffset(): number {
     return Math.max(0, this.#total - this.#retention);
@@ -85,15 +103,23 @@ export class CursorBuffer implements ByteSource {
     const total = this.#total;
     const newTotal = total + len;
 
-    if (total < this.#headCap) {
-      if (this.#head.length === 0) this.#head = new Uint8Array(this.#headCap);
+    if (!this.#headPinned && newTotal > this.#retention) {
+      // The ring is about to drop bytes: keep the head's copy from now on. Nothing has been
+      // dropped yet, so its first bytes are still at their own indexes in the ring.
+      this.#headPinned = true;
+      if (this.#headCap > 0) {
+        this.#head = new Uint8Array(this.#headCap);
+        this.#head.set(this.#ring.subarray(0, Math.min(total, this.#headCap)));
+      }
+    }
+    if (this.#headPinned && total < this.#headCap) {
       this.#head.set(bytes.subarray(0, Math.min(len, this.#headCap - total)), total);
     }
 
     let ring = this.#ring;
     if (ring.length < this.#retention && newTotal > ring.length) {
       // Still growing: nothing has wrapped, offsets [0, total) sit at the same indexes.
-      const size = Math.min(this.#retention, Math.max(ring.length * 2, newTotal, INITIAL_CAPACITY));
+      const size = Math.min(this.#retention, Math.max(ring.length * 2, newTotal, MIN_CAPACITY));
       const next = new Uint8Array(size);
       next.set(ring.subarray(0, total));
       ring = this.#ring = next;
@@ -109,18 +135,26 @@ export class CursorBuffer implements ByteSource {
     this.#notify();
   }
 
-  /** Stream finished: hasMore becomes false once read to the end. */
+  /**
+   * Stream finished: hasMore becomes false once read to the end. The storage shrinks to exactly
+   * the bytes kept (the buffer cannot grow any more), and listeners are released after this last
+   * notification.
+   */
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#compact();
     this.#notify();
+    this.#listeners = undefined;
   }
 
   /** Notified after each append/end (for long-poll waiters); returns unsubscribe. */
   onAppend(listener: () => void): () => void {
-    this.#listeners.add(listener);
+    // After end() nothing is ever notified again: keep no reference to the listener.
+    if (this.#ended) return () => {};
+    (this.#listeners ??= new Set()).add(listener);
     return () => {
-      this.#listeners.delete(listener);
+      this.#listeners?.delete(listener);
     };
   }
 
@@ -146,9 +180,24 @@ export class CursorBuffer implements ByteSource {
     if (this.#total <= this.#headCap) {
       this.#headLen = this.#total;
     } else if (!this.#headDone) {
-      // The head just became complete: do not let it end inside a character.
-      this.#headLen = completeEnd(this.#head, 0, this.#headCap);
+      // The head just became complete: do not let it end inside a character. Not pinned yet
+      // means the ring still holds offsets [0, #total) at their own indexes.
+      const bytes = this.#headPinned ? this.#head : this.#ring;
+      this.#headLen = completeEnd(bytes, 0, this.#headCap);
       this.#headDone = true;
+    }
+  }
+
+  /** Trims the ring and the pinned head to the bytes they hold (their free tails). */
+  #compact(): void {
+    const total = this.#total;
+    // Nothing dropped: the ring holds [0, total) at the same indexes, and may be longer.
+    if (total <= this.#retention && this.#ring.length > total) {
+      this.#ring = total === 0 ? EMPTY : this.#ring.slice(0, total);
+    }
+    // A complete head is never written again and never read past #headLen.
+    if (this.#headDone && this.#head.length > this.#headLen) {
+      this.#head = this.#headLen === 0 ? EMPTY : this.#head.slice(0, this.#headLen);
     }
   }
 
@@ -215,6 +264,7 @@ export class CursorBuffer implements ByteSource {
   }
 
   #notify(): void {
+    if (this.#listeners === undefined) return;
     for (const listener of this.#listeners) {
       try {
         listener();

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { TermadaError } from "../shared/mod.ts";
 import { CursorBuffer } from "./cursor_buffer.ts";
-import { decodeCursor, encodeCursor, MAX_PAGE_BYTES, type Page } from "./paging.ts";
+import { decodeCursor, encodeCursor, MAX_PAGE_BYTES, type Page, type Summary } from "./paging.ts";
 import { seededRandom } from "../shared/mod.ts";
 
 const enc = new TextEncoder();
@@ -373,4 +373,81 @@ Deno.test("CursorBuffer notifies onAppend listeners after append and end", () =>
 Deno.test("CursorBuffer refuses invalid options", () => {
   assert.throws(() => new CursorBuffer({ retentionBytes: 0 }), RangeError);
   assert.throws(() => new CursorBuffer({ headBytes: -1 }), RangeError);
+});
+
+Deno.test("CursorBuffer storage follows the bytes kept, not the limits", async (t) => {
+  await t.step("a few bytes: a small ring while running, exactly the bytes once ended", () => {
+    const buf = new CursorBuffer(); // 8 MiB retention, 16 KiB head by default
+    assert.equal(buf.allocatedBytes, 0);
+    buf.append(enc.encode("hi\n"));
+    assert.ok(buf.allocatedBytes <= 256, `allocated ${buf.allocatedBytes}`);
+    buf.end();
+    assert.equal(buf.allocatedBytes, 3);
+    assert.equal(buf.read().output, "hi\n");
+    assert.equal(buf.summary(8192, 8192).output, "hi\n");
+  });
+  await t.step("no output: nothing allocated", () => {
+    const buf = new CursorBuffer();
+    buf.end();
+    assert.equal(buf.allocatedBytes, 0);
+    assert.equal(buf.read().output, "");
+  });
+  await t.step("the head is not copied while the ring still holds it", () => {
+    const buf = new CursorBuffer({ retentionBytes: 1 << 20, headBytes: 16 * 1024 });
+    for (let i = 0; i < 40; i++) buf.append(new Uint8Array(500).fill(0x61 + (i % 26)));
+    buf.end();
+    assert.equal(buf.allocatedBytes, 20_000);
+  });
+  await t.step("after a wrap: the full ring and the head's usable bytes", () => {
+    const buf = new CursorBuffer({ retentionBytes: 4, headBytes: 5 });
+    buf.append(enc.encode("abc€defghij")); // the head stops before € (3 usable bytes)
+    buf.end();
+    assert.equal(buf.allocatedBytes, 4 + 3);
+    const first = buf.read();
+    assert.equal(first.output, "abc");
+    assert.deepEqual(buf.read(first.nextCursor).gap, {
+      fromOffset: 3,
+      toOffset: 9,
+      droppedBytes: 6,
+    });
+  });
+  await t.step("a head completed in the ring, pinned when the ring first drops bytes", () => {
+    const buf = new CursorBuffer({ retentionBytes: 20, headBytes: 8 });
+    buf.append(enc.encode("abcdefg€")); // 10 bytes, € = 7..9 straddles the 8-byte head
+    buf.append(enc.encode("0123456789")); // 20: still nothing dropped
+    assert.equal(buf.read().output, "abcdefg€0123456789");
+    buf.append(enc.encode("KLMNOPQRST")); // 30: the ring keeps 10..30
+    const first = buf.read();
+    assert.equal(first.output, "abcdefg");
+    const second = buf.read(first.nextCursor);
+    assert.deepEqual(second.gap, { fromOffset: 7, toOffset: 10, droppedBytes: 3 });
+    assert.equal(second.output, "0123456789KLMNOPQRST");
+  });
+  await t.step("pages and summaries are the same before and after end()", () => {
+    // hasMore differs by design (the stream ended); everything else must not move.
+    const view = ({ hasMore: _, ...rest }: Page | Summary) => rest;
+    const random = prng(11);
+    for (const [retentionBytes, headBytes] of [[64, 16], [300, 0], [5000, 50], [37, 100]]) {
+      const buf = new CursorBuffer({ retentionBytes, headBytes });
+      for (let i = 0; i < 20; i++) buf.append(enc.encode(mixedText(random, 1 + random() * 20)));
+      const pages = readAll(buf, 40).map(view);
+      const summary = view(buf.summary(30, 30));
+      buf.end();
+      const label = `retention ${retentionBytes}, head ${headBytes}`;
+      assert.deepEqual(readAll(buf, 40).map(view), pages, label);
+      assert.deepEqual(view(buf.summary(30, 30)), summary, label);
+    }
+  });
+});
+
+Deno.test("CursorBuffer keeps no listener after end()", () => {
+  const buf = new CursorBuffer();
+  let calls = 0;
+  buf.onAppend(() => calls++);
+  buf.end();
+  assert.equal(calls, 1);
+  const off = buf.onAppend(() => calls++);
+  off();
+  buf.end();
+  assert.equal(calls, 1);
 });

@@ -2,13 +2,15 @@
  * Terminal output, two ways. For agents: a stateful VT cleaner (escape sequences out, progress
  * bars collapsed), redaction of secrets (never lengthens text), and a cursor buffer with bounded
  * retention, explicit gaps and UTF-8-safe pages, whose paging rules (readPage, summarize over a
- * ByteSource) also serve the on-disk spool in store/. For people: a raw byte ring for replay, an
+ * ByteSource) also serve the spool: each job's output on disk in bounded segment files, read back
+ * after a restart exactly as the live buffer did. For people: a raw byte ring for replay, an
  * asciicast v2 recording on disk, and a lazily rendered screen (@xterm/headless). Owns no
  * processes and knows nothing about shells or jobs.
  */
 export { VtCleaner, type VtCleanerOptions } from "./vt_cleaner.ts";
 export { Redactor, type RedactorOptions, type RedactStream } from "./redact.ts";
 export { CursorBuffer, type CursorBufferOptions } from "./cursor_buffer.ts";
+export { pruneSpools, removeSpool, type SpoolOptions, SpoolReader, SpoolWriter } from "./spool.ts";
 export {
   type ByteSource,
   decodeCursor,

@@ -11,6 +11,8 @@ export const ERROR_CODES = [
   "AUDIT_UNAVAILABLE",
   "SERVER_UNREACHABLE",
   "VAULT_LOCKED",
+  "BUDGET_EXCEEDED",
+  "BLOCKED_AT_EXEC",
   "NOT_SUPPORTED",
   "INTERNAL",
 ] as const;
@@ -25,20 +27,52 @@ const RETRIABLE: ReadonlySet<ErrorCode> = new Set([
   "AUDIT_UNAVAILABLE",
 ]);
 
+/**
+ * Structured facts an error may carry for the caller. Closed on purpose: every key here is part
+ * of the wire contract (src/wire declares the same set), so no error can carry an undeclared one.
+ */
+export interface ErrorDetails {
+  /** The job concerned (the running one for SESSION_BUSY, the refused one for a denial). */
+  job_id?: string;
+  session_id?: string;
+  approval_id?: string;
+  /** The state that caused the error (e.g. "operator" when an operator holds the session). */
+  state?: string;
+  /** The policy rule that decided. */
+  rule?: string;
+  /** The input key or config field concerned. */
+  key?: string;
+  /** Config errors: the file, line and every problem found. */
+  file?: string;
+  line?: number;
+  problems?: string[];
+  /** Audit errors: where the hash chain is broken. */
+  broken?: { seq: number | null; segment: string; line: number; reason: string };
+}
+
 export interface TermadaErrorOptions {
   cause?: unknown;
   /** What the caller can do about it; shown to agents. */
   hint?: string;
   /** Structured facts for the caller (e.g. the running job id). */
-  details?: Record<string, unknown>;
+  details?: ErrorDetails;
   retriable?: boolean;
+}
+
+/** The wire shape of an error (MCP `structuredContent.error`, HTTP bodies). */
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  retriable: boolean;
+  hint?: string;
+  details?: ErrorDetails;
 }
 
 /** The one error type of the domain. Subclass only for conditions callers catch. */
 export class TermadaError extends Error {
   readonly code: ErrorCode;
   readonly hint: string | undefined;
-  readonly details: Record<string, unknown> | undefined;
+  readonly details: ErrorDetails | undefined;
   readonly retriable: boolean;
 
   constructor(code: ErrorCode, message: string, options: TermadaErrorOptions = {}) {
@@ -51,18 +85,15 @@ export class TermadaError extends Error {
   }
 
   /** The wire shape used by MCP results and HTTP bodies. */
-  toJSON():
-    & { code: ErrorCode; message: string; retriable: boolean; hint?: string }
-    & Record<
-      string,
-      unknown
-    > {
+  toJSON(): ErrorBody {
     return {
       code: this.code,
       message: this.message,
       retriable: this.retriable,
       ...(this.hint === undefined ? {} : { hint: this.hint }),
-      ...(this.details ?? {}),
+      ...(this.details === undefined || Object.keys(this.details).length === 0
+        ? {}
+        : { details: this.details }),
     };
   }
 }

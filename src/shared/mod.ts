@@ -4,7 +4,9 @@
  */
 export {
   ERROR_CODES,
+  type ErrorBody,
   type ErrorCode,
+  type ErrorDetails,
   invalidArgument,
   notFound,
   TermadaError,
@@ -12,7 +14,8 @@ export {
   toTermadaError,
 } from "./errors.ts";
 export { type Logger, logger, type LogLevel, setLogFile, setLogLevel } from "./log.ts";
-export { newId, randomHex } from "./ids.ts";
+export { type IdKind, idPattern, isId, newId, randomHex } from "./ids.ts";
+export { bearerToken, MAX_TOKEN_LENGTH, sameSecret } from "./secrets.ts";
 export { type Clock, systemClock } from "./clock.ts";
 export { delay, within } from "./async.ts";
 export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";

@@ -5,6 +5,7 @@
  */
 import type { SQLInputValue } from "node:sqlite";
 import { invalidArgument, TermadaError } from "../shared/mod.ts";
+import { JOB_STATUSES, type JobStatus } from "../wire/statuses.ts";
 
 /** Longest id (agent, session, job, owner) the store accepts. */
 export const MAX_ID_LENGTH = 64;
@@ -14,6 +15,11 @@ export const MAX_COMMAND_JSON_BYTES = 1024 * 1024;
 export const MAX_TEXT_LENGTH = 4096;
 /** Most rows one list call returns. */
 export const MAX_LIST_LIMIT = 10_000;
+/**
+ * Hard cap of a job's output kept inline with its row (`jobs.output`). The caller picks its own,
+ * smaller limit; this one only keeps a row from ever carrying a large blob.
+ */
+export const MAX_INLINE_OUTPUT_BYTES = 64 * 1024;
 
 export type Row = Record<string, unknown>;
 export type Params = Record<string, SQLInputValue>;
@@ -73,11 +79,8 @@ export function checkTime(what: string, value: unknown): number {
   return checkInt(what, value, 0);
 }
 
-export function checkStatus(value: unknown): string {
-  if (typeof value !== "string" || !/^[a-z_]{1,32}$/.test(value)) {
-    throw invalidArgument(`Cannot store job status "${String(value).slice(0, 40)}": it is not one`);
-  }
-  return value;
+export function checkStatus(value: unknown): JobStatus {
+  return checkOneOf("job status", value, JOB_STATUSES);
 }
 
 export function checkOneOf<T extends string>(
@@ -121,6 +124,21 @@ export function checkNullableSha256(what: string, value: unknown): string | null
   return value;
 }
 
+/** A job's inline output: bytes of at most MAX_INLINE_OUTPUT_BYTES, or null. */
+export function checkNullableOutput(value: unknown): Uint8Array | null {
+  if (value === null) return null;
+  if (!(value instanceof Uint8Array)) {
+    throw invalidArgument("Cannot store the output of a job: it must be bytes (a Uint8Array)");
+  }
+  if (value.byteLength > MAX_INLINE_OUTPUT_BYTES) {
+    throw invalidArgument(
+      `Cannot store the output of a job inline: it is ${value.byteLength} bytes, over ${MAX_INLINE_OUTPUT_BYTES}`,
+      "Keep larger output in the spool only and store null",
+    );
+  }
+  return value;
+}
+
 export function checkLimit(value: unknown): number {
   return checkInt("list limit", value, 1, MAX_LIST_LIMIT);
 }
@@ -150,6 +168,15 @@ export function patchParams(
     params[c] = v === undefined ? null : v;
   }
   return params;
+}
+
+/** Runs one statement (or a transaction) with the store's error mapping, naming `action`. */
+export type StoreRunner = <T>(action: string, fn: () => T) => T;
+
+/** What `Store` hands each repository: `run` for a statement, `tx` for a transaction. */
+export interface StoreRunners {
+  run: StoreRunner;
+  tx: StoreRunner;
 }
 
 export function storeError(action: string, err: unknown): TermadaError {

@@ -1,83 +1,29 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { type Clock, TermadaError } from "../shared/mod.ts";
-import { type JobRow, MAX_COMMAND_JSON_BYTES, SCHEMA_VERSION, Store } from "./db.ts";
-
-/** A clock the test moves by hand. */
-function fakeClock(start = 1_700_000_000_000): Clock & { set(t: number): void } {
-  let t = start;
-  return { now: () => t, mono: () => t, set: (v) => (t = v) };
-}
-
-function withDb(fn: (path: string, dir: string) => void): void {
-  const dir = Deno.makeTempDirSync({ prefix: "termada-store-" });
-  try {
-    fn(`${dir}/state/termada.db`, dir);
-  } finally {
-    Deno.removeSync(dir, { recursive: true });
-  }
-}
-
-async function withDbAsync(fn: (path: string) => Promise<void>): Promise<void> {
-  const dir = Deno.makeTempDirSync({ prefix: "termada-store-" });
-  try {
-    await fn(`${dir}/state/termada.db`);
-  } finally {
-    Deno.removeSync(dir, { recursive: true });
-  }
-}
-
-const isCode = (code: string) => (e: unknown): boolean =>
-  e instanceof TermadaError && e.code === code;
+import { TermadaError } from "../shared/mod.ts";
+import { MIGRATIONS, SCHEMA_VERSION, Store } from "./db.ts";
+import { fakeClock, isCode, job, pragma, session, withDb } from "./_testing.ts";
+import type { JobFinal } from "./jobs.ts";
 
 const mode = (path: string): number => Deno.statSync(path).mode! & 0o777;
 
-function pragma(path: string, name: string): unknown {
-  const db = new DatabaseSync(path);
-  try {
-    return (db.prepare(`PRAGMA ${name}`).get() as Record<string, unknown>)[name];
-  } finally {
-    db.close();
-  }
-}
-
-function session(id: string, owner: string, createdAt: number) {
-  return {
-    id,
-    owner,
-    shell: "bash",
-    target: "local",
-    cwd: "/tmp",
-    workspace: null,
-    cols: 120,
-    rows: 40,
-    created_at: createdAt,
-  };
-}
-
-function job(
-  id: string,
-  owner: string,
-  startedAt: number,
-  status = "running",
-): Omit<JobRow, "exit_code" | "signal" | "reason" | "ended_at" | "output_bytes" | "output_sha256"> {
-  return {
-    id,
-    owner,
-    session_id: "ses_a",
-    command: ["echo", id],
-    mode: "foreground",
-    status,
-    cwd: "/tmp",
-    started_at: startedAt,
-  };
-}
+const FINAL: JobFinal = {
+  status: "exited",
+  exit_code: 0,
+  signal: null,
+  reason: null,
+  cwd: "/srv",
+  ended_at: 50,
+  output_bytes: 0,
+  output_sha256: null,
+  output: null,
+};
 
 Deno.test("Store.open creates a 0600 WAL database at the current schema and reopens it as is", () => {
   withDb((path, dir) => {
     const store = Store.open(path);
     try {
-      store.upsertAgent({ id: "agt_1", via: "stdio" });
+      store.agents.upsert({ id: "agt_1", via: "stdio" });
       assert.equal(mode(path), 0o600);
       assert.equal(mode(`${path}-wal`), 0o600, "SQLite gives the WAL the database's mode");
       assert.equal(mode(`${dir}/state`), 0o700);
@@ -85,10 +31,11 @@ Deno.test("Store.open creates a 0600 WAL database at the current schema and reop
       store.close();
     }
     assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
+    assert.equal(SCHEMA_VERSION, 4);
     assert.equal(pragma(path, "journal_mode"), "wal");
 
     using again = Store.open(path);
-    assert.equal(again.listAgents().length, 1, "reopening keeps the data");
+    assert.equal(again.agents.list().length, 1, "reopening keeps the data");
     assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
   });
 });
@@ -111,6 +58,61 @@ Deno.test("Store.open creates the indexes for job listing and recovery", () => {
     } finally {
       db.close();
     }
+  });
+});
+
+Deno.test("Store.open migrates a v3 database to v4: jobs keep their rows, output is null", () => {
+  withDb((path, dir) => {
+    Deno.mkdirSync(`${dir}/state`);
+    const v3 = new DatabaseSync(path);
+    try {
+      for (const sql of MIGRATIONS.slice(0, 3)) v3.exec(sql);
+      v3.exec("PRAGMA user_version = 3");
+      v3.prepare(
+        `INSERT INTO jobs (id, owner, session_id, command, mode, status, exit_code, cwd,
+           started_at, ended_at, output_bytes, output_sha256)
+         VALUES ('job_old', 'alice', 'ses_a', '["make","test"]', 'foreground', 'exited', 2,
+           '/src', 10, 20, 300, :sha)`,
+      ).run({ sha: "ab".repeat(32) });
+      v3.prepare(
+        `INSERT INTO sessions (id, owner, shell, target, cwd, cols, rows, state, created_at)
+         VALUES ('ses_a', 'alice', 'bash', 'local', '/src', 80, 24, 'open', 5)`,
+      ).run();
+    } finally {
+      v3.close();
+    }
+
+    using store = Store.open(path);
+    assert.equal(pragma(path, "user_version"), 4);
+    assert.deepEqual(store.jobs.get("job_old"), {
+      id: "job_old",
+      owner: "alice",
+      session_id: "ses_a",
+      command: ["make", "test"],
+      mode: "foreground",
+      status: "exited",
+      exit_code: 2,
+      signal: null,
+      reason: null,
+      cwd: "/src",
+      started_at: 10,
+      ended_at: 20,
+      output_bytes: 300,
+      output_sha256: "ab".repeat(32),
+      output: null,
+    });
+    assert.equal(store.sessions.get("ses_a")?.cwd, "/src");
+    const db = new DatabaseSync(path);
+    try {
+      const column = db.prepare("SELECT type FROM pragma_table_info('jobs') WHERE name = 'output'")
+        .get();
+      assert.equal(column?.type, "BLOB");
+    } finally {
+      db.close();
+    }
+    // The migrated row takes the new column like any other.
+    store.jobs.finish("job_old", { ...FINAL, output_bytes: 2, output: new Uint8Array([1, 2]) });
+    assert.deepEqual(store.jobs.get("job_old")?.output, new Uint8Array([1, 2]));
   });
 });
 
@@ -152,231 +154,147 @@ Deno.test("Store.open tightens a readable database to 0600 and refuses a link or
   });
 });
 
-Deno.test("close is idempotent and a closed store refuses work", () => {
+Deno.test("close is idempotent and a closed store refuses work in every repository", () => {
   withDb((path) => {
     const store = Store.open(path);
     store.close();
     store.close();
-    assert.throws(() => store.listAgents(), isCode("INTERNAL"));
-    assert.throws(() => store.upsertAgent({ id: "a", via: "x" }), /the store is closed/);
+    assert.throws(() => store.agents.list(), isCode("INTERNAL"));
+    assert.throws(() => store.agents.upsert({ id: "a", via: "x" }), /the store is closed/);
+    assert.throws(() => store.sessions.list(), /the store is closed/);
+    assert.throws(() => store.jobs.get("job_1"), /the store is closed/);
+    assert.throws(() => store.jobs.finish("job_1", FINAL, { id: "s", cwd: "/" }), /closed/);
+    assert.throws(() => store.approvals.list({ limit: 1 }), /the store is closed/);
+    assert.throws(() => store.missions.list({ limit: 1 }), /the store is closed/);
+    assert.throws(() => store.transaction(() => 1), /the store is closed/);
+    assert.throws(() => store.recover("restart"), /the store is closed/);
   });
 });
 
-Deno.test("upsertAgent keeps first_seen and the name, updates last_seen and via", () => {
-  withDb((path) => {
-    const clock = fakeClock(1000);
-    using store = Store.open(path, { clock });
-    store.upsertAgent({ id: "agt_a", name: "claude", via: "stdio" });
-    clock.set(2000);
-    store.upsertAgent({ id: "agt_b", via: "http" });
-    clock.set(3000);
-    store.upsertAgent({ id: "agt_a", via: "http" });
-    assert.deepEqual(store.listAgents(), [
-      { id: "agt_a", name: "claude", via: "http", first_seen: 1000, last_seen: 3000 },
-      { id: "agt_b", name: null, via: "http", first_seen: 2000, last_seen: 2000 },
-    ]);
-  });
-});
-
-Deno.test("sessions round-trip, update by patch and list newest first with filters", () => {
-  withDb((path) => {
-    using store = Store.open(path);
-    store.insertSession(session("ses_1", "alice", 10));
-    store.insertSession({ ...session("ses_2", "alice", 20), workspace: "/w" });
-    store.insertSession(session("ses_3", "bob", 30));
-    store.insertSession(session("ses_4", "alice", 20)); // same time as ses_2: insertion order
-
-    assert.deepEqual(store.getSession("ses_2"), {
-      ...session("ses_2", "alice", 20),
-      workspace: "/w",
-      state: "open",
-      closed_at: null,
-      close_reason: null,
+Deno.test("transaction commits writes of several repositories together", async (t) => {
+  await t.step("a returning function commits and gives its value", () => {
+    withDb((path) => {
+      using store = Store.open(path);
+      const result = store.transaction(() => {
+        store.sessions.insert(session("ses_a", "alice", 1));
+        store.jobs.insert(job("job_1", "alice", 2));
+        return 42;
+      });
+      assert.equal(result, 42);
+      assert.ok(store.sessions.get("ses_a"));
+      assert.ok(store.jobs.get("job_1"));
     });
-    assert.equal(store.getSession("ses_none"), undefined);
-
-    store.updateSession("ses_2", { cwd: "/srv", cols: 80 });
-    store.updateSession("ses_1", { state: "closed", closed_at: 99, close_reason: "shell exited" });
-    const s2 = store.getSession("ses_2")!;
-    assert.deepEqual([s2.cwd, s2.cols, s2.rows, s2.state], ["/srv", 80, 40, "open"]);
-    const s1 = store.getSession("ses_1")!;
-    assert.deepEqual([s1.state, s1.closed_at, s1.close_reason], ["closed", 99, "shell exited"]);
-    store.updateSession("ses_1", { close_reason: null, cwd: undefined });
-    assert.equal(store.getSession("ses_1")!.close_reason, null, "null clears, undefined keeps");
-    assert.equal(store.getSession("ses_1")!.cwd, "/tmp");
-
-    const ids = (rows: { id: string }[]) => rows.map((r) => r.id);
-    assert.deepEqual(ids(store.listSessions()), ["ses_3", "ses_4", "ses_2", "ses_1"]);
-    assert.deepEqual(ids(store.listSessions({ owner: "alice" })), ["ses_4", "ses_2", "ses_1"]);
-    assert.deepEqual(ids(store.listSessions({ state: "closed" })), ["ses_1"]);
-    assert.deepEqual(ids(store.listSessions({ owner: "alice", state: "open", limit: 1 })), [
-      "ses_4",
-    ]);
-
-    assert.throws(() => store.updateSession("ses_none", { cols: 1 }), isCode("NOT_FOUND"));
-    assert.throws(() => store.insertSession(session("ses_1", "x", 1)), isCode("INTERNAL"));
   });
-});
 
-Deno.test("jobs round-trip their command and update only the patched fields", () => {
-  withDb((path) => {
-    using store = Store.open(path);
-    const command = ["printf", "%s\\n", "héllo wörld 😀", "", "a\nb", '"quoted"'];
-    store.insertJob({ ...job("job_1", "alice", 5), command, mode: "background", cwd: null });
-    assert.deepEqual(store.getJob("job_1"), {
-      ...job("job_1", "alice", 5),
-      command,
-      mode: "background",
-      cwd: null,
-      exit_code: null,
-      signal: null,
-      reason: null,
-      ended_at: null,
-      output_bytes: 0,
-      output_sha256: null,
-    });
-
-    store.updateJob("job_1", { output_bytes: 1234 });
-    store.updateJob("job_1", { status: "killed", exit_code: 130, signal: "INT", ended_at: 9 });
-    store.updateJob("job_1", { cwd: "/home" });
-    const j = store.getJob("job_1")!;
-    assert.deepEqual(
-      [j.status, j.exit_code, j.signal, j.ended_at, j.output_bytes, j.cwd, j.reason],
-      ["killed", 130, "INT", 9, 1234, "/home", null],
-    );
-    store.updateJob("job_1", { signal: null });
-    assert.equal(store.getJob("job_1")!.signal, null);
-
-    assert.equal(store.getJob("job_none"), undefined);
-    assert.throws(() => store.updateJob("job_none", { status: "exited" }), isCode("NOT_FOUND"));
-    assert.throws(() => store.insertJob(job("job_1", "alice", 6)), isCode("INTERNAL"));
-  });
-});
-
-Deno.test("listJobs is per owner, newest first, with active, startedAfter and limit", () => {
-  withDb((path) => {
-    using store = Store.open(path);
-    store.insertJob(job("job_a1", "alice", 100, "exited"));
-    store.insertJob(job("job_a2", "alice", 200, "running"));
-    store.insertJob(job("job_a3", "alice", 300, "awaiting_input"));
-    store.insertJob(job("job_a4", "alice", 300, "failed"));
-    store.insertJob(job("job_a5", "alice", 400, "pending_approval"));
-    store.insertJob(job("job_b1", "bob", 500, "running"));
-
-    const ids = (filter: Parameters<Store["listJobs"]>[0]) =>
-      store.listJobs(filter).map((j) => j.id);
-    assert.deepEqual(ids({ owner: "alice", limit: 10 }), [
-      "job_a5",
-      "job_a4",
-      "job_a3",
-      "job_a2",
-      "job_a1",
-    ]);
-    assert.deepEqual(ids({ owner: "alice", active: true, limit: 10 }), [
-      "job_a5",
-      "job_a3",
-      "job_a2",
-    ]);
-    assert.deepEqual(ids({ owner: "alice", active: false, limit: 10 }), ["job_a4", "job_a1"]);
-    assert.deepEqual(ids({ owner: "alice", startedAfter: 200, limit: 10 }), [
-      "job_a5",
-      "job_a4",
-      "job_a3",
-    ]);
-    assert.deepEqual(ids({ owner: "alice", limit: 2 }), ["job_a5", "job_a4"]);
-    assert.deepEqual(ids({ owner: "carol", limit: 2 }), []);
-    assert.throws(() => store.listJobs({ owner: "alice", limit: 0 }), isCode("INVALID_ARGUMENT"));
-  });
-});
-
-Deno.test("inputs beyond their bounds are INVALID_ARGUMENT and write nothing", async (t) => {
-  await withDbAsync(async (path) => {
-    using store = Store.open(path);
-    const bad = isCode("INVALID_ARGUMENT");
-    await t.step("ids longer than 64 characters", () => {
-      const long = "j".repeat(65);
-      assert.throws(() => store.insertJob(job(long, "alice", 1)), bad);
-      assert.throws(() => store.insertJob(job("job_1", long, 1)), bad);
-      assert.throws(() => store.insertSession(session(long, "alice", 1)), bad);
-      assert.throws(() => store.upsertAgent({ id: long, via: "stdio" }), bad);
-      assert.throws(() => store.getJob(long), bad);
-      assert.throws(() => store.pruneJobs(long, 1), bad);
-      store.insertJob(job("j".repeat(64), "alice", 1));
-    });
-    await t.step("commands larger than 1 MiB as JSON", () => {
-      // ASCII: the JSON is the words plus quotes, commas and brackets.
-      const fits = ["x".repeat(MAX_COMMAND_JSON_BYTES - 4)];
-      const over = ["x".repeat(MAX_COMMAND_JSON_BYTES - 3)];
-      store.insertJob({ ...job("job_big", "alice", 1), command: fits });
-      assert.equal(store.getJob("job_big")!.command[0]!.length, MAX_COMMAND_JSON_BYTES - 4);
-      assert.throws(() => store.insertJob({ ...job("job_over", "alice", 1), command: over }), bad);
-      // Multi-byte: under 1 Mi characters but over 1 MiB of UTF-8.
-      const wide = ["€".repeat(400_000)];
-      assert.throws(() => store.insertJob({ ...job("job_wide", "alice", 1), command: wide }), bad);
+  await t.step("a throwing function rolls everything back; its error passes as thrown", () => {
+    withDb((path) => {
+      using store = Store.open(path);
+      const boom = new RangeError("caller's own mistake");
       assert.throws(
         () =>
-          store.insertJob({
-            ...job("job_nums", "alice", 1),
-            command: [1, 2] as unknown as string[],
+          store.transaction(() => {
+            store.sessions.insert(session("ses_a", "alice", 1));
+            store.jobs.insert(job("job_1", "alice", 2));
+            throw boom;
           }),
-        bad,
+        (e: unknown) => e === boom,
       );
-    });
-    await t.step("other fields", () => {
-      const j = job("job_2", "alice", 1);
-      assert.throws(() => store.insertJob({ ...j, mode: "later" as "foreground" }), bad);
-      assert.throws(() => store.insertJob({ ...j, status: "Running; DROP TABLE jobs" }), bad);
-      assert.throws(() => store.insertJob({ ...j, started_at: 1.5 }), bad);
-      assert.throws(() => store.insertJob({ ...j, cwd: "/".repeat(5000) }), bad);
-      assert.throws(() => store.insertSession({ ...session("s", "a", 1), cols: 0 }), bad);
-      assert.throws(() => store.updateJob("job_big", { output_bytes: -1 }), bad);
       assert.throws(
-        () => store.updateSession("s", { state: "gone" as "open" }),
-        bad,
+        () =>
+          store.transaction(() => {
+            store.jobs.insert(job("job_2", "alice", 2));
+            store.sessions.update("ses_none", { cols: 1 });
+          }),
+        isCode("NOT_FOUND"),
       );
-      assert.throws(() => store.listSessions({ limit: 1e9 }), bad);
+      assert.equal(store.sessions.get("ses_a"), undefined);
+      assert.equal(store.jobs.get("job_1"), undefined);
+      assert.equal(store.jobs.get("job_2"), undefined);
+      store.jobs.insert(job("job_3", "alice", 3)); // not left inside a transaction
+      assert.ok(store.jobs.get("job_3"));
     });
-    const ids = store.listJobs({ owner: "alice", limit: 100 }).map((r) => r.id).sort();
-    assert.deepEqual(ids, ["j".repeat(64), "job_big"]);
+  });
+
+  await t.step("a repository's own transaction inside is all or nothing on its own", () => {
+    withDb((path) => {
+      using store = Store.open(path);
+      store.jobs.insert(job("job_1", "alice", 1));
+      store.transaction(() => {
+        store.sessions.insert(session("ses_a", "alice", 1));
+        // finish writes the job, then fails on the unknown session: its savepoint undoes it.
+        assert.throws(
+          () => store.jobs.finish("job_1", FINAL, { id: "ses_none", cwd: "/x" }),
+          isCode("NOT_FOUND"),
+        );
+        assert.equal(store.jobs.get("job_1")?.status, "running", "undone inside the transaction");
+        store.jobs.finish("job_1", { ...FINAL, exit_code: 3 }, { id: "ses_a", cwd: "/srv" });
+      });
+      const j = store.jobs.get("job_1")!;
+      assert.deepEqual([j.status, j.exit_code], ["exited", 3]);
+      assert.equal(store.sessions.get("ses_a")?.cwd, "/srv");
+    });
+  });
+
+  await t.step("an async function is refused and writes nothing", () => {
+    withDb((path) => {
+      using store = Store.open(path);
+      assert.throws(
+        () =>
+          store.transaction(() => {
+            store.jobs.insert(job("job_1", "alice", 1));
+            return Promise.resolve();
+          }),
+        TypeError,
+      );
+      assert.equal(store.jobs.get("job_1"), undefined);
+    });
   });
 });
 
-Deno.test("recover orphans unfinished jobs and closes open sessions in one go", () => {
+Deno.test("recover orphans unfinished jobs, denies parked ones and closes open sessions", () => {
   withDb((path) => {
     const clock = fakeClock(1000);
     {
       using store = Store.open(path, { clock });
-      store.insertSession(session("ses_open", "alice", 1));
-      store.insertSession(session("ses_closed", "alice", 2));
-      store.updateSession("ses_closed", { state: "closed", closed_at: 3, close_reason: "bye" });
-      store.insertJob(job("job_run", "alice", 10, "running"));
-      store.insertJob(job("job_wait", "alice", 11, "awaiting_input"));
-      store.insertJob(job("job_appr", "bob", 12, "pending_approval"));
-      store.insertJob(job("job_done", "alice", 13, "running"));
-      store.updateJob("job_done", { status: "exited", exit_code: 0, ended_at: 20 });
+      store.sessions.insert(session("ses_open", "alice", 1));
+      store.sessions.insert(session("ses_closed", "alice", 2));
+      store.sessions.update("ses_closed", { state: "closed", closed_at: 3, close_reason: "bye" });
+      store.jobs.insert(job("job_run", "alice", 10, "running"));
+      store.jobs.insert(job("job_wait", "alice", 11, "awaiting_input"));
+      store.jobs.insert(job("job_appr", "bob", 12, "pending_approval"));
+      store.jobs.insert(job("job_done", "alice", 13, "running"));
+      store.jobs.update("job_done", { status: "exited", exit_code: 0, ended_at: 20 });
       // The daemon dies here: nothing ends these jobs or sessions.
     }
     clock.set(5000);
     using store = Store.open(path, { clock });
     const result = store.recover("daemon restarted");
+    assert.deepEqual(Object.keys(result), [
+      "expiredApprovals",
+      "deniedJobs",
+      "orphanedJobs",
+      "closedSessions",
+    ]);
     assert.deepEqual(result.orphanedJobs.sort(), ["job_run", "job_wait"]);
     // A job parked for approval never ran: it is denied, not orphaned.
     assert.deepEqual(result.deniedJobs, ["job_appr"]);
-    assert.equal(store.getJob("job_appr")!.status, "denied");
+    const parked = store.jobs.get("job_appr")!;
+    assert.deepEqual([parked.status, parked.ended_at], ["denied", 5000]);
+    assert.match(parked.reason ?? "", /approval expired/);
     assert.deepEqual(result.closedSessions, ["ses_open"]);
     for (const id of result.orphanedJobs) {
-      const j = store.getJob(id)!;
+      const j = store.jobs.get(id)!;
       assert.deepEqual([j.status, j.reason, j.ended_at], ["orphaned", "daemon restarted", 5000]);
     }
-    const done = store.getJob("job_done")!;
+    const done = store.jobs.get("job_done")!;
     assert.deepEqual([done.status, done.reason, done.ended_at], ["exited", null, 20]);
-    const open = store.getSession("ses_open")!;
+    const open = store.sessions.get("ses_open")!;
     assert.deepEqual([open.state, open.closed_at, open.close_reason], [
       "closed",
       5000,
       "daemon restarted",
     ]);
-    assert.equal(store.getSession("ses_closed")!.close_reason, "bye");
+    assert.equal(store.sessions.get("ses_closed")!.close_reason, "bye");
     assert.deepEqual(store.recover("again"), {
       orphanedJobs: [],
       closedSessions: [],
@@ -384,78 +302,4 @@ Deno.test("recover orphans unfinished jobs and closes open sessions in one go", 
       deniedJobs: [],
     });
   });
-});
-
-Deno.test("pruneJobs keeps the newest finished jobs and never deletes active ones", () => {
-  withDb((path) => {
-    using store = Store.open(path);
-    const statuses = ["exited", "running", "killed", "awaiting_input", "failed", "exited"];
-    statuses.forEach((s, i) => store.insertJob(job(`job_${i}`, "alice", i * 10, s)));
-    store.insertJob(job("job_bob", "bob", 0, "exited"));
-
-    assert.deepEqual(store.pruneJobs("alice", 2).sort(), ["job_0", "job_2"]);
-    assert.deepEqual(store.listJobs({ owner: "alice", limit: 100 }).map((j) => j.id), [
-      "job_5",
-      "job_4",
-      "job_3",
-      "job_1",
-    ]);
-    assert.deepEqual(store.pruneJobs("alice", 2), []);
-    assert.deepEqual(store.pruneJobs("alice", 0).sort(), ["job_4", "job_5"]);
-    assert.deepEqual(store.listJobs({ owner: "alice", limit: 100 }).map((j) => j.status), [
-      "awaiting_input",
-      "running",
-    ]);
-    assert.equal(store.getJob("job_bob")?.status, "exited", "other owners untouched");
-  });
-});
-
-Deno.test("approvals are recorded, decided once, and expire at recovery", () => {
-  const dir = Deno.makeTempDirSync();
-  try {
-    using store = Store.open(`${dir}/t.db`);
-    const base = {
-      job_id: "job_aaaaaaaaaaaa",
-      owner: "alice",
-      session_id: "ses_x",
-      command: ["rm", "-rf", "build"],
-      rule: "rm *",
-      reason: "confirm rule",
-      requested_at: 1,
-      expires_at: 2,
-    };
-    store.insertApproval({ id: "apr_1", ...base });
-    store.insertApproval({ id: "apr_2", ...base, job_id: "job_bbbbbbbbbbbb" });
-    assert.deepEqual(store.listApprovals({ pending: true, limit: 10 }).map((a) => a.id), [
-      "apr_1",
-      "apr_2",
-    ]);
-    assert.equal(
-      store.decideApproval("apr_1", {
-        status: "approved",
-        decided_by: "operator:cli",
-        decision_reason: "ok",
-      }),
-      true,
-    );
-    assert.equal(
-      store.decideApproval("apr_1", {
-        status: "denied",
-        decided_by: "operator:cli",
-        decision_reason: null,
-      }),
-      false,
-      "decided once",
-    );
-    const a = store.getApproval("apr_1")!;
-    assert.deepEqual([a.status, a.decided_by, a.decision_reason], [
-      "approved",
-      "operator:cli",
-      "ok",
-    ]);
-    assert.deepEqual(store.recover("restart").expiredApprovals, ["apr_2"]);
-    assert.equal(store.getApproval("apr_2")!.status, "expired");
-  } finally {
-    Deno.removeSync(dir, { recursive: true });
-  }
 });

@@ -7,6 +7,14 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { Clock } from "../shared/mod.ts";
 import { notFound } from "../shared/mod.ts";
+import { MISSION_TEXT_LIMITS } from "../wire/missions.ts";
+import {
+  MISSION_STATUSES,
+  type MissionStatus,
+  STEP_STATUSES,
+  type StepStatus,
+  TERMINAL_MISSION_STATUSES,
+} from "../wire/statuses.ts";
 import {
   checkId,
   checkInt,
@@ -21,36 +29,12 @@ import {
   patchParams,
   patchSql,
   type Row,
+  type StoreRunner,
+  type StoreRunners,
   str,
   strOrNull,
 } from "./_checks.ts";
 
-export const MISSION_STATUSES = [
-  "planned",
-  "running",
-  "needs_attention",
-  "interrupted",
-  "succeeded",
-  "failed",
-  "cancelled",
-] as const;
-export type MissionStatus = typeof MISSION_STATUSES[number];
-export const TERMINAL_MISSION_STATUSES: readonly MissionStatus[] = [
-  "succeeded",
-  "failed",
-  "cancelled",
-];
-export const STEP_STATUSES = ["pending", "running", "passed", "failed", "skipped"] as const;
-export type StepStatus = typeof STEP_STATUSES[number];
-
-/** Longest goal, step text, title, note and summary the store accepts. */
-export const MISSION_TEXT_LIMITS = {
-  goal: 4000,
-  step: 300,
-  title: 120,
-  note: 2000,
-  summary: 8000,
-} as const;
 /** Evidence snapshot of one step, as JSON. */
 const MAX_EVIDENCE_JSON = 2 * 1024 * 1024;
 /** One audit record's data kept with a mission, as JSON (longer data is cut to a summary). */
@@ -254,9 +238,6 @@ function evidenceJson(v: Record<string, unknown> | null): string | null {
   return json;
 }
 
-/** Runs one statement (or a transaction) with the store's error mapping. */
-export type StoreRunner = <T>(action: string, fn: () => T) => T;
-
 /**
  * The mission tables. Built by `Store` over its own database and runners: `run` for a statement,
  * `tx` for a transaction.
@@ -287,7 +268,7 @@ export class MissionStore {
   readonly #interrupt: StatementSync;
   readonly #endOpenSessions: StatementSync;
 
-  constructor(db: DatabaseSync, clock: Clock, runners: { run: StoreRunner; tx: StoreRunner }) {
+  constructor(db: DatabaseSync, clock: Clock, runners: StoreRunners) {
     this.#clock = clock;
     this.#run = runners.run;
     this.#tx = runners.tx;

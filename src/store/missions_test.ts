@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { type Clock, TermadaError } from "../shared/mod.ts";
-import { SCHEMA_VERSION, Store } from "./db.ts";
+import { MIGRATIONS, SCHEMA_VERSION, Store } from "./db.ts";
+import { pragma } from "./_testing.ts";
 
 function clock(start = 1_700_000_000_000): Clock & { tick(ms: number): void } {
   let t = start;
@@ -172,32 +173,21 @@ Deno.test("a database of schema 2 migrates to missions keeping its jobs", () => 
   const dir = Deno.makeTempDirSync({ prefix: "termada-missions-" });
   try {
     const path = `${dir}/termada.db`;
-    // Build a version-2 database the way the released build did.
-    const store = Store.open(path);
-    store.insertJob({
-      id: "job_aaaaaaaaaaaa",
-      owner: "dev",
-      session_id: "ses_1",
-      command: ["true"],
-      mode: "foreground",
-      status: "exited",
-      cwd: null,
-      started_at: 1,
-    });
-    store.close();
+    // Build a version-2 database with the released migrations.
     const db = new DatabaseSync(path);
-    db.exec(`DROP TABLE mission_records; DROP TABLE mission_sessions; DROP TABLE mission_steps;
-      DROP TABLE missions; DROP INDEX approvals_job; ALTER TABLE jobs DROP COLUMN output_sha256;
+    for (const sql of MIGRATIONS.slice(0, 2)) db.exec(sql);
+    db.exec(`INSERT INTO jobs (id, owner, session_id, command, mode, status, started_at)
+      VALUES ('job_aaaaaaaaaaaa', 'dev', 'ses_1', '["true"]', 'foreground', 'exited', 1);
       PRAGMA user_version = 2;`);
     db.close();
     const again = Store.open(path);
     try {
-      assert.equal(SCHEMA_VERSION, 3);
-      assert.equal(again.getJob("job_aaaaaaaaaaaa")?.output_sha256, null);
-      again.updateJob("job_aaaaaaaaaaaa", { output_sha256: "a".repeat(64) });
-      assert.equal(again.getJob("job_aaaaaaaaaaaa")?.output_sha256, "a".repeat(64));
+      assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
+      assert.equal(again.jobs.get("job_aaaaaaaaaaaa")?.output_sha256, null);
+      again.jobs.update("job_aaaaaaaaaaaa", { output_sha256: "a".repeat(64) });
+      assert.equal(again.jobs.get("job_aaaaaaaaaaaa")?.output_sha256, "a".repeat(64));
       assert.throws(
-        () => again.updateJob("job_aaaaaaaaaaaa", { output_sha256: "xyz" }),
+        () => again.jobs.update("job_aaaaaaaaaaaa", { output_sha256: "xyz" }),
         isCode("INVALID_ARGUMENT"),
       );
       assert.deepEqual(again.missions.list({ limit: 5 }), []);

@@ -1,36 +1,55 @@
 /**
- * Crash-safe state on disk. `Store` keeps agents, sessions and jobs in one SQLite database (WAL;
- * every write one statement or one transaction; schema migrations by user_version) and turns
- * what was running before a restart into "orphaned". The spool keeps each job's cleaned output in
- * bounded segment files that read back, after a restart, exactly as the live cursor buffer did.
- * This folder owns files under the state directory only: it runs no processes, knows no shells,
- * and decides nothing about retention policy (callers say what to keep).
+ * Crash-safe state in one SQLite database. `Store` owns the connection (WAL; migrations by
+ * user_version; every write one statement or one transaction; `recover` turns what was running
+ * before a restart into "orphaned") and reaches each table through one repository on it:
+ * `store.agents`, `store.sessions`, `store.jobs` (with a small job's whole output inline),
+ * `store.approvals`, `store.missions`. This folder owns the database file only: it runs no
+ * processes, knows no shells, decides nothing about retention (callers say what to keep), and
+ * keeps no output files (the spool is in src/output).
  */
+export { type Recovery, SCHEMA_VERSION, Store, type StoreOptions } from "./db.ts";
 export {
-  ACTIVE_JOB_STATUSES,
-  type AgentRow,
-  type ApprovalRow,
-  type JobRow,
   MAX_COMMAND_JSON_BYTES,
   MAX_ID_LENGTH,
+  MAX_INLINE_OUTPUT_BYTES,
   MAX_LIST_LIMIT,
   MAX_TEXT_LENGTH,
-  SCHEMA_VERSION,
-  type SessionRow,
-  Store,
-  type StoreOptions,
-} from "./db.ts";
-export { pruneSpools, removeSpool, type SpoolOptions, SpoolReader, SpoolWriter } from "./spool.ts";
+} from "./_checks.ts";
+export { type AgentRepo, type AgentRow } from "./agents.ts";
 export {
-  MISSION_STATUSES,
-  MISSION_TEXT_LIMITS,
+  type NewSession,
+  type SessionPatch,
+  type SessionRepo,
+  type SessionRow,
+} from "./sessions.ts";
+export {
+  type JobFilter,
+  type JobFinal,
+  type JobPatch,
+  type JobRepo,
+  type JobRow,
+  type NewJob,
+} from "./jobs.ts";
+export {
+  type ApprovalDecision,
+  type ApprovalRepo,
+  type ApprovalRow,
+  type NewApproval,
+} from "./approvals.ts";
+export {
   type MissionRecordRow,
   type MissionRow,
   type MissionSessionRow,
-  type MissionStatus,
   MissionStore,
-  STEP_STATUSES,
   type StepRow,
+} from "./missions.ts";
+// Sourced from the wire contract's one list; re-exported here for callers not yet moved to it.
+export {
+  ACTIVE_JOB_STATUSES,
+  MISSION_STATUSES,
+  type MissionStatus,
+  STEP_STATUSES,
   type StepStatus,
   TERMINAL_MISSION_STATUSES,
-} from "./missions.ts";
+} from "../wire/statuses.ts";
+export { MISSION_TEXT_LIMITS } from "../wire/missions.ts";

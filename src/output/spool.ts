@@ -8,17 +8,16 @@
  * Everything here is synchronous on purpose: async file APIs borrow threads from Deno's blocking
  * pool, which the PTY poller needs.
  */
+import { invalidArgument, logger, TermadaError } from "../shared/mod.ts";
 import {
   type ByteSource,
-  completeEnd,
-  isCont,
   MAX_PAGE_BYTES,
   type Page,
   readPage,
   summarize,
   type Summary,
-} from "../output/mod.ts";
-import { invalidArgument, logger, TermadaError } from "../shared/mod.ts";
+} from "./paging.ts";
+import { completeEnd, isCont } from "./utf8.ts";
 
 export interface SpoolOptions {
   /** Size of one segment file (default 1 MiB, at least 16). */
@@ -39,7 +38,7 @@ const SEGMENT = /^seg-(0|[1-9][0-9]{0,12})$/;
 /** ignoreBOM: a leading U+FEFF is output like any other character, as in CursorBuffer. */
 const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 const encoder = new TextEncoder();
-const log = logger("store");
+const log = logger("output");
 /** Bytes read around a lone byteAt, enough for every look-around of the paging rules. */
 const PEEK = 8;
 

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { CursorBuffer, decodeCursor, MAX_PAGE_BYTES, type Page } from "../output/mod.ts";
-import { TermadaError } from "../shared/mod.ts";
+import { seededRandom, TermadaError } from "../shared/mod.ts";
+import { CursorBuffer } from "./cursor_buffer.ts";
+import { decodeCursor, MAX_PAGE_BYTES, type Page } from "./paging.ts";
 import { pruneSpools, removeSpool, SpoolReader, SpoolWriter } from "./spool.ts";
-import { seededRandom } from "../shared/mod.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { ignoreBOM: true });

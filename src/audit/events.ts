@@ -1,0 +1,121 @@
+/**
+ * Every audit event Termada writes, as one typed union: the event name and the shape of its data.
+ * Writers (src/control, src/mission, src/daemon) can only append events listed here, with data of
+ * the declared shape; readers (missions' timelines, the dashboard's activity feed) match on the
+ * same names. Data is redacted by the log before it is hashed and written (docs/AUDIT.md).
+ */
+
+/** The policy's decision as recorded (the matching rule when one decided). */
+export interface DecisionRecord {
+  action: "allow" | "deny" | "confirm";
+  reason?: string;
+  rule?: { list: string; pattern: string };
+}
+
+interface JobRef {
+  job_id: string;
+  session_id: string;
+}
+
+interface JobRequest extends JobRef {
+  command: string[];
+  mode: "foreground" | "background";
+  cwd?: string;
+}
+
+interface InputRef extends JobRef {
+  /** The line typed (`[secret]` / `[not echoed]` when it must not be kept). */
+  line: string;
+  reader: string;
+}
+
+export interface AuditEvents {
+  // ── daemon ──
+  "config.loaded": {
+    source: string;
+    path: string;
+    agents: string[];
+    dev_mode: boolean;
+    policies: string[];
+  };
+  "daemon.recovered": {
+    orphaned_jobs: string[];
+    closed_sessions: string[];
+    expired_approvals: string[];
+    denied_jobs: string[];
+  };
+  "daemon.stopped": { reason: string };
+  "audit.resumed": { after: string; verified_records: number };
+  "agent.connected": { via: string };
+  "agent.gone": { via: string; sessions: string[]; grace_ms: number };
+  "agent.returned": { sessions: string[] };
+  // ── sessions ──
+  "session.created": { session_id: string; shell: string; cwd: string; workspace?: string };
+  "session.closed": { session_id: string; reason: string };
+  "session.takeover": { session_id: string };
+  "session.release": { session_id: string };
+  "session.output_paused": { session_id: string };
+  "session.output_resumed": { session_id: string };
+  "session.resized": { session_id: string; cols: number; rows: number };
+  "operator.input": { session_id: string; bytes: number };
+  // ── admission and jobs (one job's trail: src/control/trail.ts and the gateway) ──
+  "admission.refused": (JobRequest | InputRef | { session_id?: string }) & { reason: string };
+  "policy.denied": (JobRequest | InputRef) & { decision: DecisionRecord };
+  "approval.requested": JobRequest & { approval_id: string; decision: DecisionRecord };
+  "approval.resolved": {
+    approval_id: string;
+    job_id: string;
+    owner: string;
+    session_id?: string;
+    command?: string[];
+    approved: boolean;
+    reason?: string;
+  };
+  "job.requested": JobRequest & { decision: DecisionRecord };
+  "job.started_by_operator": JobRef & { command: string[] };
+  "job.finished": JobRef & {
+    status: string;
+    exit_code?: number;
+    signal?: string;
+    reason?: string;
+    duration_ms: number;
+    output_bytes: number;
+  };
+  "job.killed_by_operator": JobRef & { owner: string; status: string; grace_ms?: number };
+  "input.written": InputRef & { decision?: DecisionRecord };
+  "input.auto_answered": JobRef & { owner: string; prompt: string; answer: string };
+  // ── kill switch ──
+  "stop_all": { barrier_ms: number };
+  "stop_all.done": { stopped_jobs: string[]; cancelled_approvals: string[] };
+  "stop_all.lifted": Record<string, never>;
+  // ── missions (src/mission) ──
+  "mission.created": {
+    mission_id: string;
+    session_id: string;
+    title: string;
+    goal: string;
+    plan: string[];
+    target: string;
+    workspace: string;
+  };
+  "mission.updated": {
+    mission_id: string;
+    step_id?: string;
+    step_status?: string;
+    job_id?: string;
+    evidence?: { status: string; exit_code?: number; output_sha256: string | null };
+    note?: string;
+    summary?: string;
+    status?: string;
+  };
+  "mission.status": { mission_id: string; from: string; to: string; reason: string };
+  "mission.resumed": { mission_id: string; session_id: string; attempt: number };
+  "mission.reported": {
+    mission_id: string;
+    sha256: string;
+    evidence_sha256: string;
+    bytes: number;
+  };
+}
+
+export type AuditEventName = keyof AuditEvents;

@@ -1,0 +1,282 @@
+/**
+ * What an agent can do, as the edges call it (MCP tools today; anything that speaks for an
+ * agent later): sessions and commands. Every operation takes the caller's identity and parsed
+ * input (src/wire), passes the gateway where it has a side effect, then drives the engine. An
+ * agent only ever sees its own sessions and jobs (others' ids are NOT_FOUND).
+ */
+import {
+  type CallOptions,
+  DEFAULT_RUN_WAIT_MS,
+  type Engine,
+  type Job,
+  type Reservation,
+  type Session,
+  sessionInfo,
+} from "../engine/mod.ts";
+import { TermadaError, toTermadaError } from "../shared/mod.ts";
+import type {
+  ExecKillInput,
+  ExecListInput,
+  ExecPollInput,
+  ExecRunInput,
+  ExecSignalInput,
+  ExecStartInput,
+  ExecWaitInput,
+  ExecWriteInput,
+  JobAck,
+  JobList,
+  JobResult,
+  JobStarted,
+  Screen,
+  SessionClosed,
+  SessionCreateInput,
+  SessionIdInput,
+  SessionInfo,
+} from "../wire/mod.ts";
+import type { ApprovalBook } from "./approvals.ts";
+import type { Gateway } from "./gateway.ts";
+import type { Trail } from "./trail.ts";
+
+/** Programs whose stdin lines are commands: a line typed into them is checked like a command. */
+const COMMAND_READERS =
+  /^(ba|z|da|k|tc|c|fi|)sh$|^(python[0-9.]*|node|deno|bun|perl|ruby|irb|php|lua[0-9.]*|R|julia|ghci|psql|mysql|sqlite3|redis-cli|mongo(sh)?|ssh|su|sudo|doas)$/;
+
+export interface AgentOpsOptions {
+  engine: Engine;
+  gateway: Gateway;
+  approvals: ApprovalBook;
+  trail: Trail;
+}
+
+export class AgentOps {
+  readonly #engine: Engine;
+  readonly #gateway: Gateway;
+  readonly #approvals: ApprovalBook;
+  readonly #trail: Trail;
+  /** Each agent's default session (created on first use), by owner. */
+  readonly #defaults = new Map<string, Promise<Session>>();
+
+  constructor(o: AgentOpsOptions) {
+    this.#engine = o.engine;
+    this.#gateway = o.gateway;
+    this.#approvals = o.approvals;
+    this.#trail = o.trail;
+  }
+
+  // ── sessions ──────────────────────────────────────────────────────────────
+
+  async createSession(owner: string, req: SessionCreateInput): Promise<SessionInfo> {
+    if (req.target !== undefined && req.target !== "local") {
+      throw new TermadaError(
+        "NOT_SUPPORTED",
+        `Remote target "${req.target}" is not available yet`,
+        { hint: 'Use target "local" (remote SSH sessions come with server support)' },
+      );
+    }
+    const { target: _target, ...spec } = req;
+    return sessionInfo(await this.#open(owner, spec));
+  }
+
+  listSessions(owner: string): SessionInfo[] {
+    return this.#engine.registry.sessionsOf(owner).map(sessionInfo);
+  }
+
+  async closeSession(owner: string, req: SessionIdInput): Promise<SessionClosed> {
+    const s = this.#engine.registry.ownSession(owner, req.session_id);
+    await s.close("closed by its owner");
+    return { ok: true, session_id: req.session_id };
+  }
+
+  async screen(owner: string, req: SessionIdInput): Promise<Screen> {
+    const s = this.#engine.registry.ownSession(owner, req.session_id);
+    return { session_id: s.id, ...(await s.screen()) };
+  }
+
+  /** Opens a session through the gate; stored and audited, or closed again and refused. */
+  async #open(owner: string, spec: Omit<SessionCreateInput, "target">): Promise<Session> {
+    this.#gateway.admitSession();
+    const s = await this.#engine.openSession(owner, spec);
+    try {
+      this.#trail.sessionOpened(s);
+    } catch (err) {
+      await s.close("could not be recorded");
+      const e = toTermadaError(err);
+      throw new TermadaError(
+        e.code === "AUDIT_UNAVAILABLE" ? "AUDIT_UNAVAILABLE" : "INTERNAL",
+        `Cannot open a session: ${e.message}`,
+        { cause: err, hint: e.hint },
+      );
+    }
+    return s;
+  }
+
+  async #defaultSession(owner: string): Promise<Session> {
+    const existing = this.#defaults.get(owner);
+    if (existing) {
+      const s = await existing.catch(() => undefined);
+      if (s && s.state !== "closed") return s;
+    }
+    const p = this.#open(owner, {});
+    this.#defaults.set(owner, p);
+    p.catch(() => this.#defaults.delete(owner));
+    return await p;
+  }
+
+  /** The owner's default session, if it is open (for the reaper). */
+  forgetDefault(owner: string): void {
+    this.#defaults.delete(owner);
+  }
+
+  // ── commands ──────────────────────────────────────────────────────────────
+
+  async start(owner: string, req: ExecStartInput): Promise<JobStarted> {
+    const job = await this.#launch(owner, req);
+    return {
+      job_id: job.id,
+      session_id: job.sessionId,
+      status: job.status,
+      mode: job.mode,
+      ...(job.approvalId && job.status === "pending_approval"
+        ? { approval_id: job.approvalId }
+        : {}),
+    };
+  }
+
+  /** Starts a job and waits (bounded) for it to end or need input. A deadline never kills. */
+  async run(owner: string, req: ExecRunInput, call: CallOptions = {}): Promise<JobResult> {
+    const t0 = this.#engine.clock.mono();
+    const job = await this.#launch(owner, req);
+    return await this.#engine.reads.runResult(
+      job,
+      req.timeout_ms ?? DEFAULT_RUN_WAIT_MS,
+      t0,
+      call,
+    );
+  }
+
+  poll(owner: string, req: ExecPollInput, call: CallOptions = {}): Promise<JobResult> {
+    return this.#engine.reads.poll(this.job(owner, req.job_id), req, call);
+  }
+
+  wait(owner: string, req: ExecWaitInput, call: CallOptions = {}): Promise<JobResult> {
+    return this.#engine.reads.wait(this.job(owner, req.job_id), req, call);
+  }
+
+  /** Types input for a job that waits for it; a line into a shell passes the gate first. */
+  async write(owner: string, req: ExecWriteInput): Promise<JobAck> {
+    const job = this.job(owner, req.job_id);
+    if (job.status !== "awaiting_input") {
+      throw new TermadaError(
+        "NOT_AWAITING_INPUT",
+        `Cannot write to job "${job.id}": it is ${job.status}, not waiting for input`,
+        {
+          details: { job_id: job.id },
+          hint: "Wait with exec_wait until.prompt, or use exec_poll to see what it is doing",
+        },
+      );
+    }
+    const target = this.#engine.jobs.inputTarget(job);
+    if (job.inputReader && COMMAND_READERS.test(job.inputReader)) {
+      // The reader runs what it is given: the line is a command and passes the gate as one —
+      // unless the terminal does not echo (a password prompt of su, ssh, sudo…).
+      await this.#gateway.admitInput({
+        job,
+        line: req.input,
+        reader: job.inputReader,
+        secret: req.secret === true,
+        echoOff: target.passwordPrompt(),
+      });
+    }
+    if (req.secret) {
+      // Registered before the bytes leave, so no echo or later output can carry them.
+      for (const r of target.redactors) r.addLiteral(req.input);
+    }
+    await target.write(req.input + (req.append_newline === false ? "" : "\r"));
+    return { ok: true, job_id: job.id, status: job.status };
+  }
+
+  signal(owner: string, req: ExecSignalInput): JobAck {
+    const job = this.job(owner, req.job_id);
+    const ok = this.#engine.jobs.signal(job, req.signal);
+    return { ok, job_id: job.id, status: job.status };
+  }
+
+  /** INT → TERM → KILL with `grace_ms` between; resolves with the final status. */
+  async kill(owner: string, req: ExecKillInput): Promise<JobResult> {
+    const job = this.job(owner, req.job_id);
+    if (job.status === "pending_approval" && job.approvalId) {
+      // Nothing runs yet: withdrawing the request is all a kill means.
+      await this.#approvals.decide(
+        job.approvalId,
+        false,
+        { kind: "agent", id: owner },
+        "withdrawn before an operator decided",
+      ).catch(() => {/* decided meanwhile: the stop below is a no-op */});
+    }
+    await this.#engine.jobs.stop(job, req.grace_ms, "killed");
+    return this.#engine.reads.headResult(job);
+  }
+
+  listJobs(owner: string, req: ExecListInput): JobList {
+    const filter = req.filter ?? "recent";
+    const limit = req.limit ?? (filter === "all" ? 200 : 50);
+    return { jobs: this.#engine.registry.listJobs(owner, filter, limit) };
+  }
+
+  /** One of the caller's open sessions; NOT_FOUND otherwise. */
+  session(owner: string, sessionId: string): Session {
+    return this.#engine.registry.ownSession(owner, sessionId);
+  }
+
+  /** One of the caller's jobs (live, or archived in the store); NOT_FOUND otherwise. */
+  job(owner: string, jobId: string): Job {
+    return this.#engine.registry.ownJob(owner, jobId);
+  }
+
+  async #launch(owner: string, req: ExecStartInput): Promise<Job> {
+    this.#engine.assertOpen();
+    const engine = this.#engine;
+    const spec = { command: req.command, cwd: req.cwd, env: req.env };
+    let res: Reservation;
+    if (req.mode === "background") {
+      const base = req.session === undefined
+        ? undefined
+        : engine.registry.ownSession(owner, req.session);
+      res = engine.jobs.reserveBackground(owner, base, spec);
+    } else {
+      const session = req.session === undefined
+        ? await this.#defaultSession(owner)
+        : engine.registry.ownSession(owner, req.session);
+      res = await engine.jobs.reserveForeground(owner, session, spec);
+    }
+    try {
+      this.#trail.opened(res.job);
+    } catch (err) {
+      engine.jobs.abandon(res, "failed", "its record could not be stored");
+      throw err;
+    }
+    let verdict;
+    try {
+      verdict = await this.#gateway.admitExec(res.job, req.env);
+      if (verdict.verdict === "confirm") {
+        await this.#approvals.park(res, verdict);
+        return res.job;
+      }
+    } catch (err) {
+      const e = toTermadaError(err);
+      engine.jobs.abandon(
+        res,
+        e.code === "DENIED_BY_POLICY" ? "denied" : "failed",
+        e.message,
+      );
+      throw new TermadaError(e.code, e.message, {
+        cause: e,
+        hint: e.hint,
+        retriable: e.retriable,
+        details: { ...e.details, job_id: res.job.id },
+      });
+    }
+    await engine.jobs.start(res);
+    return res.job;
+  }
+}

@@ -1,0 +1,241 @@
+/**
+ * The approval book: the one owner of every approval — its durable row, the parked job it
+ * holds (a reservation of the engine), its expiry timer and its records. An approval nobody can
+ * see must not exist: the row is written first, then the request is audited, then the job
+ * parks. A decision is stored, then audited, then acted on (the job runs exactly once, or ends
+ * `denied`). Operators decide here; agents have no path to it.
+ */
+import type { DecisionRecord } from "../audit/mod.ts";
+import type { Engine, Job, Reservation } from "../engine/mod.ts";
+import {
+  type Clock,
+  isId,
+  logger,
+  newId,
+  notFound,
+  systemClock,
+  TermadaError,
+} from "../shared/mod.ts";
+import type { Store } from "../store/mod.ts";
+import type { PendingApproval } from "../wire/mod.ts";
+import type { Actor } from "./recorder.ts";
+import { SYSTEM } from "./recorder.ts";
+import type { Trail } from "./trail.ts";
+
+const log = logger("control");
+
+export interface ApprovalBookOptions {
+  store: Pick<Store, "approvals">;
+  engine: Engine;
+  trail: Trail;
+  /** Unanswered approvals are denied after this long (default 120 s). */
+  timeoutMs?: number;
+  clock?: Clock;
+}
+
+interface Parked {
+  id: string;
+  res: Reservation;
+  requestedAt: number;
+  expiresAt: number;
+  rule: string | undefined;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+export class ApprovalBook {
+  readonly #o: ApprovalBookOptions;
+  readonly #clock: Clock;
+  readonly #parked = new Map<string, Parked>();
+  /** Most approvals waiting at once (each parks a job): beyond, requests are QUOTA_EXCEEDED. */
+  static readonly MAX_PENDING = 1000;
+
+  constructor(options: ApprovalBookOptions) {
+    this.#o = options;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** Parks a reserved job until an operator decides; resolves with the approval id. */
+  async park(
+    res: Reservation,
+    confirm: { decision: DecisionRecord; rule?: string; reason: string },
+  ): Promise<string> {
+    if (this.#parked.size >= ApprovalBook.MAX_PENDING) {
+      throw new TermadaError(
+        "QUOTA_EXCEEDED",
+        `Too many commands wait for approval (${ApprovalBook.MAX_PENDING})`,
+        { hint: "Ask an operator to decide the pending approvals (termada pending)" },
+      );
+    }
+    const { job } = res;
+    const id = newId("apr");
+    const now = this.#clock.now();
+    const timeout = this.#o.timeoutMs ?? 120_000;
+    this.#o.store.approvals.insert({
+      id,
+      job_id: job.id,
+      owner: job.owner,
+      session_id: job.sessionId,
+      command: [...job.command],
+      rule: confirm.rule ?? null,
+      reason: confirm.reason,
+      requested_at: now,
+      expires_at: now + timeout,
+    });
+    try {
+      await this.#o.trail.approvalRequested(job, id, confirm.decision);
+    } catch (err) {
+      this.#closeRow(id, "denied", "system", "the audit log could not record the request");
+      throw err;
+    }
+    if (job.final) {
+      // Its session closed while the request was being recorded.
+      this.#closeRow(id, "denied", "system", job.reason ?? "the job ended before a decision");
+      return id;
+    }
+    job.park(id);
+    this.#o.trail.statusChanged(job);
+    const timer = setTimeout(() => this.#expire(id), timeout);
+    this.#parked.set(id, {
+      id,
+      res,
+      requestedAt: now,
+      expiresAt: now + timeout,
+      rule: confirm.rule,
+      timer,
+    });
+    // A parked job that ends another way (session closed, shutdown) leaves nothing pending.
+    job.done.then(() => this.#jobEnded(id, job));
+    return id;
+  }
+
+  /** An operator's decision: approved, the parked job runs exactly once; denied, it ends. */
+  async decide(id: string, approve: boolean, by: Actor, reason?: string): Promise<void> {
+    const p = this.#parked.get(id);
+    if (!p) {
+      const row = isId("apr", id) ? this.#o.store.approvals.get(id) : undefined;
+      if (row && row.status !== "pending") {
+        throw new TermadaError("INVALID_ARGUMENT", `Approval "${id}" was already ${row.status}`);
+      }
+      throw notFound("approval", id);
+    }
+    this.#take(p);
+    const decidedBy = `${by.kind}:${by.id}`;
+    if (!this.#closeRow(id, approve ? "approved" : "denied", decidedBy, reason ?? null)) {
+      throw new TermadaError("INVALID_ARGUMENT", `Approval "${id}" was already decided`);
+    }
+    const job = p.res.job;
+    try {
+      await this.#o.trail.approvalResolved(by, job, id, approve, reason);
+    } catch (err) {
+      // Not recorded, so not acted on: the job does not run.
+      this.#o.engine.jobs.abandon(p.res, "denied", "the audit log could not record the decision");
+      throw err;
+    }
+    if (!approve) {
+      this.#o.engine.jobs.abandon(
+        p.res,
+        "denied",
+        `denied by ${decidedBy}${reason ? `: ${reason}` : ""}`,
+      );
+      return;
+    }
+    try {
+      await this.#o.engine.jobs.start(p.res);
+    } catch (err) {
+      // The job ended `failed` with the reason; the decision stands.
+      log.warn("an approved job could not start", { job: job.id, error: err });
+    }
+  }
+
+  /** Every waiting approval cancelled (stop-all); returns their ids. */
+  async cancelAll(by: Actor, reason: string): Promise<string[]> {
+    const ids: string[] = [];
+    for (const p of [...this.#parked.values()]) {
+      this.#take(p);
+      ids.push(p.id);
+      this.#closeRow(p.id, "denied", `${by.kind}:${by.id}`, reason);
+      try {
+        await this.#o.trail.approvalResolved(by, p.res.job, p.id, false, reason);
+      } catch (err) {
+        log.error("could not audit a cancelled approval", { approval: p.id, error: err });
+      }
+      this.#o.engine.jobs.abandon(p.res, "denied", reason);
+    }
+    return ids;
+  }
+
+  /** Jobs waiting for an operator, oldest first. */
+  pending(): PendingApproval[] {
+    return [...this.#parked.values()].map((p) => {
+      const job = p.res.job;
+      return {
+        approval_id: p.id,
+        job_id: job.id,
+        owner: job.owner,
+        session_id: job.sessionId,
+        command: [...job.command],
+        mode: job.mode,
+        requested_at: new Date(p.requestedAt).toISOString(),
+        expires_at: new Date(p.expiresAt).toISOString(),
+        ...(p.rule === undefined ? {} : { rule: p.rule }),
+      };
+    });
+  }
+
+  get size(): number {
+    return this.#parked.size;
+  }
+
+  /** Stops the timers (shutdown; the engine ends the parked jobs as denied). */
+  close(): void {
+    for (const p of this.#parked.values()) clearTimeout(p.timer);
+  }
+
+  #take(p: Parked): void {
+    clearTimeout(p.timer);
+    this.#parked.delete(p.id);
+  }
+
+  async #expire(id: string): Promise<void> {
+    const p = this.#parked.get(id);
+    if (!p) return;
+    this.#take(p);
+    this.#closeRow(id, "expired", "system", "no operator decided in time");
+    try {
+      await this.#o.trail.approvalResolved(SYSTEM, p.res.job, id, false, "expired");
+    } catch (err) {
+      log.error("could not record an expired approval", { approval: id, error: err });
+    }
+    this.#o.engine.jobs.abandon(p.res, "denied", "approval expired: no operator decided in time");
+  }
+
+  /** The parked job ended before anyone decided (its session closed, shutdown). */
+  #jobEnded(id: string, job: Job): void {
+    const p = this.#parked.get(id);
+    if (!p || p.res.job !== job) return; // decided: the decision took it
+    this.#take(p);
+    const reason = job.reason ?? `the job ended ${job.status} before a decision`;
+    if (!this.#closeRow(id, "denied", "system", reason)) return;
+    this.#o.trail.approvalResolved(SYSTEM, job, id, false, reason).catch((err) =>
+      log.error("could not close an abandoned approval", { approval: id, error: err })
+    );
+  }
+
+  #closeRow(
+    id: string,
+    status: "approved" | "denied" | "expired",
+    by: string,
+    reason: string | null,
+  ): boolean {
+    try {
+      return this.#o.store.approvals.decide(id, {
+        status,
+        decided_by: by,
+        decision_reason: reason,
+      });
+    } catch (err) {
+      log.error("could not store an approval's decision", { approval: id, error: err });
+      return status !== "approved";
+    }
+  }
+}

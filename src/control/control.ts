@@ -1,0 +1,167 @@
+/**
+ * The control layer, assembled: it owns the engine (no one else holds one), and exposes what the
+ * edges may call — `agents` (an agent's operations), `operators` (the operator's use cases) and
+ * `presence` (connections, reaping). Every side effect those take passes the one gateway and is
+ * written by the one trail to the one audit log, mirrored on the one event bus.
+ */
+import {
+  Engine,
+  type EngineLimits,
+  type EngineOptions,
+  type EngineOutputOptions,
+  type Job,
+} from "../engine/mod.ts";
+import { type Clock, type EventBus, logger, systemClock } from "../shared/mod.ts";
+import type { Store } from "../store/mod.ts";
+import { AgentOps } from "./agent.ts";
+import { ApprovalBook } from "./approvals.ts";
+import { Gateway, type PolicyPort } from "./gateway.ts";
+import { OperatorOps } from "./operator.ts";
+import { Presence } from "./presence.ts";
+import { type AuditSink, Recorder } from "./recorder.ts";
+import { Trail } from "./trail.ts";
+
+const log = logger("control");
+
+/** Most automatic answers typed into one job (a wrong answer must not loop forever). */
+const MAX_AUTO_ANSWERS = 16;
+
+export interface ControlOptions {
+  /** How the engine runs sessions (paths, limits, shells); it is built here and only here. */
+  engine: EngineOptions;
+  store: Store;
+  audit: AuditSink;
+  bus?: EventBus;
+  policy: PolicyPort;
+  spoolDir: string;
+  spoolMaxBytes: number;
+  /** Finished jobs kept in the store per agent. */
+  finishedPerAgent: number;
+  /** Unanswered approvals are denied after this long (default 120 s). */
+  confirmTimeoutMs?: number;
+  /** Grace before a gone agent's sessions are reaped; null: never (default 5 min). */
+  reapAfterMs?: number | null;
+  clock?: Clock;
+}
+
+export class Control {
+  readonly agents: AgentOps;
+  readonly operators: OperatorOps;
+  readonly presence: Presence;
+  readonly recorder: Recorder;
+  readonly limits: EngineLimits;
+  readonly output: EngineOutputOptions;
+  readonly #engine: Engine;
+  readonly #trail: Trail;
+  readonly #approvals: ApprovalBook;
+  readonly #gateway: Gateway;
+  #closing: Promise<void> | undefined;
+
+  constructor(o: ControlOptions) {
+    const clock = o.clock ?? o.engine.clock ?? systemClock;
+    const engine = new Engine({ ...o.engine, clock });
+    this.#engine = engine;
+    this.limits = engine.limits;
+    this.output = engine.output;
+    this.recorder = new Recorder(o.audit, o.bus);
+    this.#trail = new Trail({
+      store: o.store,
+      recorder: this.recorder,
+      spoolDir: o.spoolDir,
+      spoolMaxBytes: o.spoolMaxBytes,
+      finishedPerAgent: o.finishedPerAgent,
+      clock,
+      sessionCwd: (id) => engine.registry.sessionById(id)?.cwd,
+    });
+    this.#gateway = new Gateway({
+      policy: o.policy,
+      trail: this.#trail,
+      recorder: this.recorder,
+      clock,
+    });
+    this.#approvals = new ApprovalBook({
+      store: o.store,
+      engine,
+      trail: this.#trail,
+      timeoutMs: o.confirmTimeoutMs,
+      clock,
+    });
+    this.agents = new AgentOps({
+      engine,
+      gateway: this.#gateway,
+      approvals: this.#approvals,
+      trail: this.#trail,
+    });
+    this.operators = new OperatorOps({
+      engine,
+      gateway: this.#gateway,
+      approvals: this.#approvals,
+      trail: this.#trail,
+      recorder: this.recorder,
+    });
+    this.presence = new Presence({
+      engine,
+      agents: this.agents,
+      recorder: this.recorder,
+      graceMs: o.reapAfterMs === undefined ? 300_000 : o.reapAfterMs,
+      clock,
+    });
+    engine.registry.archive = this.#trail.archive();
+    engine.observe({
+      jobCreated: (job) => {
+        if (job.owner.startsWith("operator:")) this.#trail.operatorJob(job);
+        this.#autoAnswer(job);
+      },
+      sessionUpdated: (s) => this.#trail.sessionResized(s),
+      sessionClosed: (s, reason) => this.#trail.sessionClosed(s, reason),
+    });
+    this.#trail.pruneOrphanSpools();
+  }
+
+  /** Jobs waiting for an operator (missions show theirs). */
+  pendingApprovals(): ReturnType<ApprovalBook["pending"]> {
+    return this.#approvals.pending();
+  }
+
+  /** Ends every session and job, stops timers. Idempotent. */
+  shutdown(): Promise<void> {
+    return this.#closing ??= (async () => {
+      this.presence.close();
+      this.#approvals.close();
+      await this.#engine.shutdown();
+      this.#trail.pruneNow();
+      this.#trail.close();
+    })();
+  }
+
+  /** Types the policy's standing answers when the job waits at a matching prompt. */
+  #autoAnswer(job: Job): void {
+    let answered = 0;
+    let busy = false;
+    job.onChange(() => {
+      if (job.status !== "awaiting_input" || busy || answered >= MAX_AUTO_ANSWERS) return;
+      let answer: string | undefined;
+      try {
+        answer = this.#gateway.autoAnswer(job, job.prompt ?? "");
+      } catch {
+        return; // the answer could not be recorded (audit down): the agent answers itself
+      }
+      if (answer === undefined) return;
+      let target;
+      try {
+        target = this.#engine.jobs.inputTarget(job);
+      } catch {
+        return;
+      }
+      busy = true;
+      answered++;
+      job.autoAnswering = true;
+      target.write(answer + "\r").catch((err) =>
+        log.warn("could not type an automatic answer", { job: job.id, error: err })
+      ).finally(() => {
+        busy = false;
+        job.autoAnswering = false;
+      });
+    });
+  }
+}

@@ -1,0 +1,218 @@
+/**
+ * What an operator can do (the dashboard, the CLI, later the TUI and MCP elicitation share
+ * these): see every agent's sessions and jobs, take over a terminal and type into it, kill a job,
+ * stop everything (the kill switch), decide approvals, resume an audit log after a fault. Each
+ * use case is audited before it takes effect. Agents never reach this class: the edges hand it
+ * only to operator-authenticated routes.
+ */
+import { type Engine, type Session, sessionInfo, summarize } from "../engine/mod.ts";
+import { encodeCursor } from "../output/mod.ts";
+import { notFound } from "../shared/mod.ts";
+import type {
+  JobOutputPage,
+  OperatorJob,
+  OperatorSession,
+  PendingApproval,
+  SessionInfo,
+  StopInput,
+} from "../wire/mod.ts";
+import type { ApprovalBook } from "./approvals.ts";
+import type { Gateway } from "./gateway.ts";
+import type { Actor, Recorder } from "./recorder.ts";
+import type { Trail } from "./trail.ts";
+
+export interface OperatorOpsOptions {
+  engine: Engine;
+  gateway: Gateway;
+  approvals: ApprovalBook;
+  trail: Trail;
+  recorder: Recorder;
+}
+
+export interface StopAllResult {
+  barrier_until: string;
+  stopped_jobs: string[];
+  cancelled_approvals: string[];
+}
+
+export class OperatorOps {
+  readonly #o: OperatorOpsOptions;
+
+  constructor(o: OperatorOpsOptions) {
+    this.#o = o;
+  }
+
+  // ── views ─────────────────────────────────────────────────────────────────
+
+  sessions(): OperatorSession[] {
+    return this.#o.engine.registry.allSessions().map((s) => ({
+      ...sessionInfo(s),
+      owner: s.owner,
+    }));
+  }
+
+  sessionCount(): number {
+    return this.#o.engine.registry.countSessions();
+  }
+
+  /** A live session of any agent (for its terminal stream). */
+  session(id: string): Session {
+    return this.#o.engine.registry.anySession(id);
+  }
+
+  jobs(limit: number): OperatorJob[] {
+    return this.#o.engine.registry.allJobs(limit);
+  }
+
+  job(id: string): OperatorJob {
+    const j = this.#o.engine.registry.anyJob(id);
+    return { owner: j.owner, ...summarize(j) };
+  }
+
+  /** One page of any agent's job output: the page its exec_poll would get. */
+  jobOutput(id: string, cursor?: string, maxBytes?: number): JobOutputPage {
+    const job = this.#o.engine.registry.findAnyJob(id);
+    if (!job) throw notFound("job", id);
+    const page = this.#o.engine.reads.page(job, cursor ?? encodeCursor(0), maxBytes);
+    return {
+      job_id: job.id,
+      owner: job.owner,
+      status: job.status,
+      output: page.output,
+      next_cursor: page.nextCursor,
+      has_more: page.hasMore,
+      ...(page.gap === undefined ? {} : {
+        gap: {
+          from_offset: page.gap.fromOffset,
+          to_offset: page.gap.toOffset,
+          dropped_bytes: page.gap.droppedBytes,
+        },
+      }),
+    };
+  }
+
+  pendingApprovals(): PendingApproval[] {
+    return this.#o.approvals.pending();
+  }
+
+  get stopped(): boolean {
+    return this.#o.gateway.stopped;
+  }
+
+  get barrierUntil(): number {
+    return this.#o.gateway.barrierUntil;
+  }
+
+  get auditHealthy(): boolean {
+    return this.#o.recorder.healthy;
+  }
+
+  // ── takeover ──────────────────────────────────────────────────────────────
+
+  takeover(by: Actor, sessionId: string): SessionInfo {
+    const s = this.#o.engine.registry.anySession(sessionId);
+    this.#o.recorder.record(by, "session.takeover", { session_id: s.id });
+    this.#o.engine.leases.take(s, by.id);
+    return sessionInfo(s);
+  }
+
+  release(by: Actor, sessionId: string): SessionInfo {
+    const s = this.#o.engine.registry.anySession(sessionId);
+    this.#o.recorder.record(by, "session.release", { session_id: s.id });
+    this.#o.engine.leases.release(s, by.id);
+    return sessionInfo(s);
+  }
+
+  pauseOutput(by: Actor, sessionId: string): SessionInfo {
+    const s = this.#o.engine.registry.anySession(sessionId);
+    this.#o.recorder.record(by, "session.output_paused", { session_id: s.id });
+    this.#o.engine.leases.pauseOutput(s, by.id);
+    return sessionInfo(s);
+  }
+
+  resumeOutput(by: Actor, sessionId: string): SessionInfo {
+    const s = this.#o.engine.registry.anySession(sessionId);
+    this.#o.recorder.record(by, "session.output_resumed", { session_id: s.id });
+    this.#o.engine.leases.resumeOutput(s, by.id);
+    return sessionInfo(s);
+  }
+
+  /** Keys from the operator who holds the keyboard (audited as a count, not the text). */
+  async type(by: Actor, sessionId: string, data: string): Promise<void> {
+    const s = this.#o.engine.registry.anySession(sessionId);
+    this.#o.recorder.record(by, "operator.input", { session_id: s.id, bytes: data.length });
+    await this.#o.engine.leases.type(s, by.id, data);
+  }
+
+  resize(
+    by: Actor,
+    sessionId: string,
+    cols: number,
+    rows: number,
+  ): { ok: true; cols: number; rows: number } {
+    const s = this.#o.engine.registry.anySession(sessionId);
+    this.#o.recorder.record(by, "session.resized", { session_id: s.id, cols, rows });
+    this.#o.engine.resize(s, cols, rows);
+    return { ok: true, cols, rows };
+  }
+
+  // ── stopping ──────────────────────────────────────────────────────────────
+
+  /** Stops one job of any agent (INT → TERM → KILL); audited before it acts. */
+  async killJob(by: Actor, jobId: string, graceMs?: number): Promise<OperatorJob> {
+    const job = this.#o.engine.registry.anyJob(jobId);
+    this.#o.trail.killedByOperator(by, job, graceMs);
+    if (job.status === "pending_approval" && job.approvalId) {
+      await this.#o.approvals.decide(job.approvalId, false, by, "killed by an operator")
+        .catch(() => {/* decided meanwhile */});
+    }
+    await this.#o.engine.jobs.stop(job, graceMs, "killed");
+    return { owner: job.owner, ...summarize(job) };
+  }
+
+  /**
+   * The kill switch: a barrier refusing new admissions (STOPPED) for `barrier_ms`, every pending
+   * approval cancelled, every running job of every agent stopped. Audited before it acts.
+   */
+  async stopAll(by: Actor, input: StopInput = {}): Promise<StopAllResult> {
+    const barrierMs = input.barrier_ms ?? 30_000;
+    this.#o.gateway.raiseBarrier(barrierMs);
+    this.#o.recorder.record(by, "stop_all", { barrier_ms: barrierMs });
+    const reason = `stopped by ${by.kind} ${by.id}`;
+    const cancelled = await this.#o.approvals.cancelAll(by, "cancelled by stop-all");
+    const stopped = await this.#o.engine.jobs.stopRunning(input.grace_ms ?? 2000, reason);
+    this.#o.recorder.record(by, "stop_all.done", {
+      stopped_jobs: stopped,
+      cancelled_approvals: cancelled,
+    });
+    return {
+      barrier_until: new Date(this.#o.gateway.barrierUntil).toISOString(),
+      stopped_jobs: stopped,
+      cancelled_approvals: cancelled,
+    };
+  }
+
+  /** Lifts the barrier early. */
+  resumeAdmissions(by: Actor): void {
+    this.#o.gateway.lowerBarrier();
+    this.#o.recorder.record(by, "stop_all.lifted", {});
+  }
+
+  // ── approvals ─────────────────────────────────────────────────────────────
+
+  async approve(by: Actor, id: string, reason?: string): Promise<void> {
+    await this.#o.approvals.decide(id, true, by, reason);
+  }
+
+  async deny(by: Actor, id: string, reason?: string): Promise<void> {
+    await this.#o.approvals.decide(id, false, by, reason);
+  }
+
+  // ── audit ─────────────────────────────────────────────────────────────────
+
+  /** Reopens an audit log latched by a fault, once the chain verifies. */
+  resumeAudit(by: Actor): { resumed: boolean; failure: string; verified_records: number } {
+    const r = this.#o.recorder.resume(by);
+    return { resumed: r.failure !== "", ...r };
+  }
+}

@@ -1,0 +1,351 @@
+/**
+ * MCP over the daemon's second Unix socket (`termada-mcp.sock`, 0600): newline-delimited JSON-RPC,
+ * exactly MCP's stdio framing, one MCP session per connection. This is what `termada serve
+ * --stdio` relays to byte for byte (no HTTP request, no SSE stream per call) and what `termada
+ * run` speaks. The first line is the connection's hello (`{"termada":"hello","v":1,"agent"?,
+ * "token"?}`): a token names a configured agent; in development mode an agent may name itself
+ * (or be named by its client's `initialize`), as on the HTTP socket.
+ *
+ * Bad input is answered, never dropped: a line that is not JSON gets -32700, one that is not a
+ * JSON-RPC message -32600, a line over MAX_LINE_BYTES a -32600 "too large" (the rest of it is
+ * skipped), and the connection goes on. Each connection counts as a presence of its agent.
+ */
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import type { AgentDirectory } from "../api/mod.ts";
+import { agentIdFromName } from "../api/mod.ts";
+import {
+  createMcpServer,
+  INVALID_REQUEST,
+  jsonRpcShapeError,
+  type McpServerOptions,
+  PARSE_ERROR,
+  requestId,
+} from "../mcp/mod.ts";
+import { logger } from "../shared/mod.ts";
+
+const log = logger("daemon");
+
+/** Longest line read (a request); the HTTP endpoint has the same bound on a body. */
+export const MAX_LINE_BYTES = 4 * 1024 * 1024;
+/** Connections served at once (each is an agent's MCP session). */
+export const MAX_CONNECTIONS = 512;
+
+export interface McpSocketOptions {
+  path: string;
+  agents: AgentDirectory;
+  server: Omit<McpServerOptions, "agent">;
+  attach?: (agent: string, via: "token" | "dev") => () => void;
+  onAgent?: (id: string, via: "token" | "dev") => void;
+}
+
+export interface McpSocket {
+  close(): Promise<void>;
+  readonly connections: number;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export function listenMcpSocket(options: McpSocketOptions): McpSocket {
+  try {
+    Deno.removeSync(options.path);
+  } catch {
+    // no stale socket (we hold the daemon lock)
+  }
+  const listener = Deno.listen({ transport: "unix", path: options.path });
+  Deno.chmodSync(options.path, 0o600);
+  const open = new Set<Connection>();
+  let closed = false;
+  const accepting = (async () => {
+    for (;;) {
+      let conn: Deno.UnixConn;
+      try {
+        conn = await listener.accept();
+      } catch {
+        return; // the listener was closed
+      }
+      if (closed || open.size >= MAX_CONNECTIONS) {
+        await writeAll(conn, line({ termada: "refused", error: busyError() })).catch(() => {});
+        conn.close();
+        continue;
+      }
+      const c = new Connection(conn, options);
+      open.add(c);
+      c.done.finally(() => open.delete(c));
+    }
+  })();
+  return {
+    async close() {
+      closed = true;
+      listener.close();
+      await accepting;
+      await Promise.all([...open].map((c) => c.close()));
+      try {
+        Deno.removeSync(options.path);
+      } catch {
+        // already gone
+      }
+    },
+    get connections() {
+      return open.size;
+    },
+  };
+}
+
+function busyError() {
+  return { code: "QUOTA_EXCEEDED", message: "Too many MCP connections", retriable: true };
+}
+
+function line(v: unknown): Uint8Array {
+  return encoder.encode(JSON.stringify(v) + "\n");
+}
+
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  let off = 0;
+  while (off < bytes.length) off += await conn.write(bytes.subarray(off));
+}
+
+interface Hello {
+  agent?: string;
+  token?: string;
+}
+
+/** One client: hello, then MCP messages both ways until either side closes. */
+class Connection {
+  readonly done: Promise<void>;
+  readonly #conn: Deno.UnixConn;
+  readonly #o: McpSocketOptions;
+  #transport: LineTransport | undefined;
+  #detach: () => void = () => {};
+  /** Writes in order, one at a time. */
+  #writes: Promise<void> = Promise.resolve();
+  #closed = false;
+
+  constructor(conn: Deno.UnixConn, options: McpSocketOptions) {
+    this.#conn = conn;
+    this.#o = options;
+    this.done = this.#run().catch((err) => {
+      if (!this.#closed) log.debug("MCP connection ended", { error: err });
+    }).finally(() => this.#finish());
+  }
+
+  send(v: unknown): Promise<void> {
+    const bytes = line(v);
+    this.#writes = this.#writes.then(() => writeAll(this.#conn, bytes)).catch(() => {
+      // the peer went away: reading ends the connection
+    });
+    return this.#writes;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#transport?.close().catch(() => {});
+    try {
+      this.#conn.close();
+    } catch {
+      // already closed
+    }
+    await this.done;
+  }
+
+  async #run(): Promise<void> {
+    let hello: Hello | undefined;
+    let pending: unknown[] = [];
+    for await (const item of readLines(this.#conn)) {
+      if (item.kind === "too_large") {
+        this.send(
+          rpcError(null, INVALID_REQUEST, `Request too large: over ${MAX_LINE_BYTES} bytes`),
+        );
+        continue;
+      }
+      const text = decoder.decode(item.bytes).trim();
+      if (text === "") continue;
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        this.send(rpcError(null, PARSE_ERROR, "Parse error: the line is not JSON"));
+        continue;
+      }
+      if (hello === undefined) {
+        const h = value as { termada?: unknown; agent?: unknown; token?: unknown };
+        if (h && typeof h === "object" && h.termada === "hello") {
+          hello = {
+            ...(typeof h.agent === "string" ? { agent: h.agent } : {}),
+            ...(typeof h.token === "string" ? { token: h.token } : {}),
+          };
+          continue;
+        }
+        hello = {}; // a plain MCP client without a hello: dev-mode rules apply
+      }
+      const shape = jsonRpcShapeError(value);
+      if (shape !== undefined || Array.isArray(value)) {
+        this.send(rpcError(
+          requestId(value),
+          INVALID_REQUEST,
+          `Invalid Request: ${shape ?? "batches are not supported on this transport"}`,
+        ));
+        continue;
+      }
+      if (!this.#transport) {
+        pending.push(value);
+        const who = this.#identify(hello, value);
+        if ("error" in who) {
+          const id = requestId(value);
+          if (id !== null) this.send(rpcError(id, -32001, who.error));
+          pending = [];
+          continue;
+        }
+        this.#connect(who.agent, who.via);
+        const queued = pending;
+        pending = [];
+        for (const m of queued) this.#transport!.deliver(m as JSONRPCMessage);
+        continue;
+      }
+      this.#transport.deliver(value as JSONRPCMessage);
+    }
+  }
+
+  #identify(
+    hello: Hello,
+    first: unknown,
+  ): { agent: string; via: "token" | "dev" } | { error: string } {
+    const agents = this.#o.agents;
+    if (hello.token !== undefined) {
+      const agent = agents.agentForToken(hello.token);
+      return agent ? { agent, via: "token" } : { error: "Unknown agent token" };
+    }
+    if (!agents.devMode) {
+      return { error: "An agent token is required (--token or TERMADA_AGENT_TOKEN)" };
+    }
+    const claimed = hello.agent ?? clientName(first) ?? "agent";
+    const agent = agentIdFromName(claimed);
+    if (!agent) return { error: `Bad agent id "${claimed}"` };
+    if (agents.isConfigured(agent)) return { error: `Agent "${agent}" has a token: present it` };
+    return { agent, via: "dev" };
+  }
+
+  #connect(agent: string, via: "token" | "dev"): void {
+    const transport = new LineTransport((m) => this.send(m));
+    this.#transport = transport;
+    this.#detach = this.#o.attach?.(agent, via) ?? (() => {});
+    this.#o.onAgent?.(agent, via);
+    const server = createMcpServer({ ...this.#o.server, agent });
+    server.connect(transport).catch((err: unknown) =>
+      log.error("could not start an MCP session", { agent, error: err })
+    );
+  }
+
+  #finish(): void {
+    this.#detach();
+    this.#detach = () => {};
+    this.#transport?.ended();
+    try {
+      this.#conn.close();
+    } catch {
+      // already closed
+    }
+  }
+}
+
+function rpcError(id: string | number | null, code: number, message: string) {
+  return { jsonrpc: "2.0", id, error: { code, message } };
+}
+
+function clientName(m: unknown): string | undefined {
+  const v = m as { method?: string; params?: { clientInfo?: { name?: unknown } } };
+  const name = v?.method === "initialize" ? v.params?.clientInfo?.name : undefined;
+  return typeof name === "string" ? name : undefined;
+}
+
+/** The SDK side of a connection: messages in from the reader, out through `write`. */
+class LineTransport implements Transport {
+  onmessage?: (m: JSONRPCMessage) => void;
+  onclose?: () => void;
+  onerror?: (e: Error) => void;
+  readonly #write: (m: JSONRPCMessage) => Promise<void>;
+  #closed = false;
+
+  constructor(write: (m: JSONRPCMessage) => Promise<void>) {
+    this.#write = write;
+  }
+
+  start(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  deliver(m: JSONRPCMessage): void {
+    if (!this.#closed) this.onmessage?.(m);
+  }
+
+  send(m: JSONRPCMessage): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    return this.#write(m);
+  }
+
+  close(): Promise<void> {
+    this.ended();
+    return Promise.resolve();
+  }
+
+  ended(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.onclose?.();
+  }
+}
+
+type LineItem = { kind: "line"; bytes: Uint8Array } | { kind: "too_large" };
+
+/** Lines of a byte stream (without the newline), each at most `max` bytes. */
+export async function* readLines(
+  conn: { readable: ReadableStream<Uint8Array> },
+  max = MAX_LINE_BYTES,
+): AsyncGenerator<LineItem> {
+  let parts: Uint8Array[] = [];
+  let partsLen = 0;
+  let skipping = false;
+  for await (const chunk of conn.readable) {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(10, start);
+      if (nl < 0) break;
+      const piece = chunk.subarray(start, nl);
+      if (skipping) skipping = false;
+      else if (partsLen + piece.length > max) yield { kind: "too_large" };
+      else {
+        parts.push(piece);
+        yield { kind: "line", bytes: join(parts, partsLen + piece.length) };
+      }
+      parts = [];
+      partsLen = 0;
+      start = nl + 1;
+    }
+    const rest = chunk.subarray(start);
+    if (skipping || rest.length === 0) continue;
+    if (partsLen + rest.length > max) {
+      // Over the bound before its newline: answer once, then skip the rest of this line.
+      yield { kind: "too_large" };
+      skipping = true;
+      parts = [];
+      partsLen = 0;
+      continue;
+    }
+    parts.push(rest.slice());
+    partsLen += rest.length;
+  }
+  if (!skipping && partsLen > 0) yield { kind: "line", bytes: join(parts, partsLen) };
+}
+
+function join(parts: Uint8Array[], total: number): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}

@@ -1,0 +1,331 @@
+/**
+ * The mechanics of a job's life, in two phases so that the control layer can decide in between:
+ * `reserve` creates the job and holds what it needs (its session, or a background slot) without
+ * running anything; then `start` runs it exactly as reserved, or `abandon` ends it (denied,
+ * failed) and gives the hold back. Also stopping (INT → TERM → KILL), signals and typed input.
+ * Nothing here decides whether something may run: that is src/control, the only caller.
+ */
+import { Redactor } from "../output/mod.ts";
+import type { SignalName } from "../pty/mod.ts";
+import { argvToScript, scopeScript, type ShellKind } from "../shell/mod.ts";
+import { type Clock, newId, TermadaError, within } from "../shared/mod.ts";
+import type { JobStatus } from "../wire/mod.ts";
+import { Job, type JobOutputOptions } from "./job.ts";
+import { OneShot, waitDone } from "./oneshot.ts";
+import type { Registry } from "./registry.ts";
+import type { Session } from "./session.ts";
+
+/** What a job runs and where: fixed when it is reserved, never changed afterwards. */
+export interface LaunchSpec {
+  command: readonly string[];
+  cwd?: string;
+  env?: Record<string, string>;
+}
+
+/** A job created and holding its resources, not yet running. One owner: the caller. */
+export interface Reservation {
+  readonly job: Job;
+  readonly spec: LaunchSpec;
+  /** The session it runs in (foreground) or takes its shell and size from (background). */
+  readonly session: Session | undefined;
+  /** Foreground: the line typed into the shell. */
+  readonly script: string | undefined;
+  /** Background: where it starts. */
+  readonly cwd: string;
+}
+
+export interface LifecycleOptions {
+  registry: Registry;
+  clock: Clock;
+  output: JobOutputOptions;
+  redactPatterns: readonly RegExp[];
+  env: Record<string, string>;
+  defaultShell: ShellKind;
+  defaultCwd: () => string;
+  killGraceMs: number;
+  /** Every job created, before it can run (observers: store rows, audit trail, auto-answers). */
+  onJob: (job: Job) => void;
+}
+
+export class JobLifecycle {
+  readonly #o: LifecycleOptions;
+  readonly #oneshots = new Map<string, OneShot>();
+  /** Reserved and not yet started or abandoned (waiting for the gate or an operator). */
+  readonly #reserved = new Map<string, Reservation>();
+
+  constructor(options: LifecycleOptions) {
+    this.#o = options;
+  }
+
+  /**
+   * Holds `session` for a new job running `spec` (SESSION_BUSY when it is busy or an operator
+   * holds it). The caller starts or abandons the reservation.
+   */
+  async reserveForeground(owner: string, session: Session, spec: LaunchSpec): Promise<Reservation> {
+    if (session.lease) throw operatorHolds(session.id);
+    if (session.state === "busy" && !session.job) await within(session.ready, 1000);
+    if (session.state !== "ready") {
+      const running = session.job?.id;
+      throw new TermadaError(
+        session.state === "closed" ? "NOT_FOUND" : "SESSION_BUSY",
+        session.state === "closed"
+          ? `Session "${session.id}" is closed`
+          : `Session "${session.id}" is busy${running ? ` with job "${running}"` : ""}`,
+        {
+          details: running ? { job_id: running, session_id: session.id } : undefined,
+          hint: running
+            ? `Wait for "${running}" (exec_wait), kill it, use another session, or pass mode "background"`
+            : "Retry in a moment",
+        },
+      );
+    }
+    const script = scopeScript(argvToScript(spec.command), { cwd: spec.cwd, env: spec.env });
+    const job = this.#newJob(owner, session.id, spec.command, "foreground", session.redactor);
+    job.cwd = session.cwd;
+    job.requestedCwd = spec.cwd;
+    session.reserve(job);
+    const res: Reservation = { job, spec, session, script, cwd: session.cwd };
+    this.#reserved.set(job.id, res);
+    return res;
+  }
+
+  /** A slot for a one-shot job beside `base` (QUOTA_EXCEEDED beyond the per-owner limit). */
+  reserveBackground(owner: string, base: Session | undefined, spec: LaunchSpec): Reservation {
+    let running = 0;
+    for (const o of this.#oneshots.values()) if (o.job.owner === owner && !o.job.final) running++;
+    for (const r of this.#reserved.values()) {
+      if (r.job.owner === owner && r.job.mode === "background") running++;
+    }
+    const limit = this.#o.registry.limits.backgroundPerOwner;
+    if (running >= limit) {
+      throw new TermadaError(
+        "QUOTA_EXCEEDED",
+        `Too many background jobs: ${running} of ${limit} running`,
+        { hint: "Wait for or kill a background job (exec_list filter active)" },
+      );
+    }
+    const cwd = spec.cwd ?? base?.cwd ?? this.#o.defaultCwd();
+    const job = this.#newJob(
+      owner,
+      base?.id ?? "background",
+      spec.command,
+      "background",
+      base?.redactor,
+    );
+    job.cwd = cwd;
+    job.requestedCwd = spec.cwd;
+    const res: Reservation = { job, spec, session: base, script: undefined, cwd };
+    this.#reserved.set(job.id, res);
+    return res;
+  }
+
+  /** The reservation of a job that has not started, if any. */
+  reservationOf(jobId: string): Reservation | undefined {
+    return this.#reserved.get(jobId);
+  }
+
+  /**
+   * Runs a reserved job exactly as reserved. Rejects (and the job ends `failed`) when it cannot
+   * start: its session closed meanwhile, the program cannot be spawned.
+   */
+  async start(res: Reservation): Promise<void> {
+    if (this.#reserved.get(res.job.id) !== res) {
+      throw new TypeError(`Job "${res.job.id}" is not reserved`);
+    }
+    this.#reserved.delete(res.job.id);
+    const { job } = res;
+    if (job.final) {
+      throw new TermadaError("NOT_FOUND", `Job "${job.id}" ended before it started`, {
+        details: { job_id: job.id },
+      });
+    }
+    job.unpark();
+    if (job.mode === "background") {
+      const base = res.session && res.session.state !== "closed" ? res.session : undefined;
+      const one = OneShot.start(job, {
+        argv: res.spec.command,
+        shell: base?.shell ?? this.#o.defaultShell,
+        cwd: res.cwd,
+        env: { ...this.#o.env, ...res.spec.env },
+        cols: base?.cols ?? 120,
+        rows: base?.rows ?? 40,
+      });
+      this.#oneshots.set(job.id, one);
+      job.done.then(() => this.#oneshots.delete(job.id));
+      return;
+    }
+    const session = res.session!;
+    if (session.state === "closed" || session.job !== job) {
+      if (!job.final) job.finish("failed", { reason: "its session closed before it started" });
+      throw sessionClosed(session.id, job.id);
+    }
+    try {
+      await session.run(job, res.script!);
+    } catch (err) {
+      if (!job.final) {
+        job.finish("failed", { reason: `could not start: ${(err as Error).message}` });
+      }
+      throw sessionClosed(session.id, job.id, err);
+    }
+  }
+
+  /** Ends a reserved job without running it (`denied` or `failed`) and gives its hold back. */
+  abandon(res: Reservation, status: "denied" | "failed", reason: string): void {
+    this.#reserved.delete(res.job.id);
+    if (!res.job.final) res.job.finish(status, { reason });
+    if (res.job.mode === "foreground") res.session?.release(res.job);
+  }
+
+  /** Stops a job: INT → TERM → KILL, `graceMs` apart; resolves when it ended (or gave up). */
+  async stop(job: Job, graceMs: number | undefined, status: "killed" | "timed_out"): Promise<void> {
+    if (job.final) return;
+    const grace = graceMs ?? this.#o.killGraceMs;
+    const res = this.#reserved.get(job.id);
+    if (res) {
+      // Nothing runs yet: ending the reservation is all a kill means.
+      this.abandon(res, "denied", "withdrawn before it ran");
+      return;
+    }
+    const one = this.#oneshots.get(job.id);
+    if (one) await one.stop(grace, status);
+    else {
+      const s = this.#o.registry.sessionById(job.sessionId);
+      if (s) await s.stopJob(job, grace, status);
+    }
+    await waitDone(job, 1000);
+  }
+
+  /** Stops every running job of every owner (the kill switch's engine half). */
+  async stopRunning(graceMs: number, reason: string): Promise<string[]> {
+    const active = this.#o.registry.activeJobs().filter((j) => !this.#reserved.has(j.id));
+    await Promise.all(active.map((j) => this.stop(j, graceMs, "killed")));
+    for (const j of active) if (!j.final) j.finish("killed", { reason });
+    return active.map((j) => j.id);
+  }
+
+  /** Where input for a job goes, and what the kernel says about its terminal. */
+  inputTarget(job: Job): InputTarget {
+    const one = this.#oneshots.get(job.id);
+    if (one) {
+      return {
+        write: (s) => one.writeInput(s),
+        passwordPrompt: () => passwordMode(one.pty.termMode()),
+        redactors: [job.redactor],
+      };
+    }
+    const s = this.#o.registry.sessionById(job.sessionId);
+    if (!s || s.job !== job) {
+      throw new TermadaError("INVALID_ARGUMENT", `Job "${job.id}" is not running in a session`);
+    }
+    if (s.lease && job.mode === "foreground") throw operatorHolds(s.id);
+    return {
+      write: (t) => s.writeInput(t),
+      passwordPrompt: () => passwordMode(s.pty.termMode()),
+      redactors: s.redactor === job.redactor ? [s.redactor] : [s.redactor, job.redactor],
+    };
+  }
+
+  /** Sends a signal to what the job runs in the foreground. */
+  signal(job: Job, sig: SignalName): boolean {
+    if (job.final) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Cannot signal job "${job.id}": it is ${job.status}`,
+      );
+    }
+    const one = this.#oneshots.get(job.id);
+    if (one) return one.signal(sig);
+    const s = this.#o.registry.sessionById(job.sessionId);
+    if (!s || s.job !== job) {
+      throw new TermadaError("INVALID_ARGUMENT", `Job "${job.id}" is not running in a session`);
+    }
+    return s.signalForeground(sig);
+  }
+
+  /** Ends every job and one-shot process (shutdown). Reservations end as denied. */
+  async closeAll(): Promise<void> {
+    for (const res of [...this.#reserved.values()]) {
+      this.abandon(res, "denied", "the daemon shut down before it ran");
+    }
+    await Promise.all([...this.#oneshots.values()].map((o) => o.close()));
+  }
+
+  /** A job an operator typed at the prompt of a session they hold. */
+  operatorJob(session: Session, line: string, operator: string): Job {
+    const job = this.#newJob(
+      `operator:${operator}`,
+      session.id,
+      [line],
+      "foreground",
+      session.redactor,
+    );
+    job.cwd = session.cwd;
+    return job;
+  }
+
+  #newJob(
+    owner: string,
+    sessionId: string,
+    command: readonly string[],
+    mode: "foreground" | "background",
+    redactor?: Redactor,
+  ): Job {
+    const job = new Job({
+      id: newId("job"),
+      owner,
+      sessionId,
+      command: [...command],
+      mode,
+      clock: this.#o.clock,
+      redactor: redactor ?? new Redactor({ extraPatterns: this.#o.redactPatterns }),
+      output: this.#o.output,
+    });
+    const registry = this.#o.registry;
+    registry.addJob(job);
+    this.#o.onJob(job);
+    job.done.then(() => {
+      this.#reserved.delete(job.id);
+      job.compact();
+      registry.finished(job);
+    });
+    return job;
+  }
+}
+
+export interface InputTarget {
+  write: (s: string) => Promise<void>;
+  /**
+   * True when the terminal reads a line without echoing it (a kernel fact: canonical mode with
+   * ECHO off, as getpass, sudo, ssh and `read -s` set it). Line editors (readline in bash or
+   * python) turn echo off too but read raw: those are command lines, not passwords.
+   */
+  passwordPrompt: () => boolean;
+  /** Redactors that must learn a secret before it is typed (the session's and the job's). */
+  redactors: Redactor[];
+}
+
+function passwordMode(mode: { echo: boolean; canonical: boolean } | undefined): boolean {
+  return mode !== undefined && !mode.echo && mode.canonical;
+}
+
+export function operatorHolds(sessionId: string): TermadaError {
+  return new TermadaError(
+    "SESSION_BUSY",
+    `An operator holds the keyboard of session "${sessionId}"`,
+    {
+      details: { state: "operator", session_id: sessionId },
+      hint: "Wait until the operator releases it, or use another session",
+    },
+  );
+}
+
+function sessionClosed(sessionId: string, jobId: string, cause?: unknown): TermadaError {
+  return new TermadaError("NOT_FOUND", `Session "${sessionId}" closed before the command started`, {
+    cause,
+    details: { job_id: jobId, session_id: sessionId },
+    hint: "Run it again (your default session is recreated on demand)",
+  });
+}
+
+/** Statuses a stop may end a job with. */
+export type StopStatus = Extract<JobStatus, "killed" | "timed_out">;

@@ -1,0 +1,178 @@
+/**
+ * Commands and jobs on the wire (TOOLS.md "Commands and jobs"): the input of each exec_* tool and
+ * the result it returns. The MCP tools, the HTTP routes and the dashboard take these shapes from
+ * here; domain code takes the parsed (output) types.
+ */
+import { z } from "zod";
+import {
+  Command,
+  Cursor,
+  EnvMap,
+  Id,
+  LIMITS,
+  Ms,
+  NUL_MESSAGE,
+  Path,
+  utf8Length,
+} from "./common.ts";
+import { JOB_MODES, JOB_STATUSES, SIGNAL_NAMES, WAIT_MATCHES } from "./statuses.ts";
+
+export const ExecMode = z.enum(["auto", "foreground", "background"]);
+export type ExecMode = z.infer<typeof ExecMode>;
+
+const START = {
+  command: Command,
+  /** The session to run in (alias: `session_id`, the name every result uses). */
+  session: Id.optional(),
+  session_id: Id.optional(),
+  env: EnvMap.optional(),
+  cwd: Path.optional(),
+  mode: ExecMode.optional(),
+};
+
+/** `session` and `session_id` are one argument under two names; both given must agree. */
+function oneSession<T extends { session?: string; session_id?: string }>(
+  v: T,
+): Omit<T, "session_id"> & { session?: string } {
+  const { session_id, ...rest } = v;
+  const session = rest.session ?? session_id;
+  return { ...rest, ...(session === undefined ? {} : { session }) };
+}
+const sameSession = (v: { session?: string; session_id?: string }) =>
+  v.session === undefined || v.session_id === undefined || v.session === v.session_id;
+const SESSION_CONFLICT = {
+  message: 'names another session than "session" (they are one argument)',
+  path: ["session_id"],
+};
+
+export const ExecStartInput = z.strictObject(START).refine(sameSession, SESSION_CONFLICT)
+  .transform(oneSession);
+export type ExecStartInput = z.output<typeof ExecStartInput>;
+
+export const ExecRunInput = z.strictObject({
+  ...START,
+  /** Wait budget; the job is never killed when it runs out. */
+  timeout_ms: Ms(LIMITS.runWaitMs).optional(),
+}).refine(sameSession, SESSION_CONFLICT).transform(oneSession);
+export type ExecRunInput = z.output<typeof ExecRunInput>;
+
+export const ExecPollInput = z.strictObject({
+  job_id: Id,
+  cursor: Cursor.optional(),
+  wait_ms: Ms(LIMITS.pollWaitMs).optional(),
+  max_bytes: z.number().int().min(1).max(LIMITS.pageBytes).optional(),
+});
+export type ExecPollInput = z.output<typeof ExecPollInput>;
+
+export const WaitUntil = z.strictObject({
+  exit: z.boolean().optional(),
+  pattern: z.string().min(1).max(LIMITS.patternChars).optional(),
+  prompt: z.boolean().optional(),
+  idle_ms: z.number().int().min(1).max(LIMITS.runWaitMs).optional(),
+});
+export type WaitUntil = z.output<typeof WaitUntil>;
+
+export const ExecWaitInput = z.strictObject({
+  job_id: Id,
+  until: WaitUntil.optional(),
+  timeout_ms: Ms(LIMITS.runWaitMs).optional(),
+  cursor: Cursor.optional(),
+  max_bytes: z.number().int().min(1).max(LIMITS.pageBytes).optional(),
+});
+export type ExecWaitInput = z.output<typeof ExecWaitInput>;
+
+export const ExecWriteInput = z.strictObject({
+  job_id: Id,
+  input: z.string().max(LIMITS.inputBytes).refine((s) => !s.includes("\0"), NUL_MESSAGE)
+    .refine((s) => utf8Length(s) <= LIMITS.inputBytes, {
+      message: `must be at most ${LIMITS.inputBytes} bytes`,
+    }),
+  append_newline: z.boolean().optional(),
+  secret: z.boolean().optional(),
+});
+export type ExecWriteInput = z.output<typeof ExecWriteInput>;
+
+export const ExecSignalInput = z.strictObject({ job_id: Id, signal: z.enum(SIGNAL_NAMES) });
+export type ExecSignalInput = z.output<typeof ExecSignalInput>;
+
+export const ExecKillInput = z.strictObject({
+  job_id: Id,
+  grace_ms: Ms(LIMITS.killGraceMs).optional(),
+});
+export type ExecKillInput = z.output<typeof ExecKillInput>;
+
+export const ExecListInput = z.strictObject({
+  filter: z.enum(["active", "recent", "all"]).optional(),
+  limit: z.number().int().min(1).max(LIMITS.listLimit).optional(),
+});
+export type ExecListInput = z.output<typeof ExecListInput>;
+
+// ── results ────────────────────────────────────────────────────────────────
+
+export const JobStatusSchema = z.enum(JOB_STATUSES);
+
+/** Bytes dropped by retention between two offsets of a job's output. */
+export const Gap = z.object({
+  from_offset: z.number().int(),
+  to_offset: z.number().int(),
+  dropped_bytes: z.number().int(),
+});
+export type Gap = z.infer<typeof Gap>;
+
+/** A job with a page of its output: exec_run, exec_poll, exec_wait, exec_kill. */
+export const JobResult = z.object({
+  job_id: z.string(),
+  session_id: z.string(),
+  command: z.array(z.string()),
+  status: JobStatusSchema,
+  exit_code: z.number().int().optional(),
+  signal: z.string().optional(),
+  /** Why it ended the way it did (denied, failed, killed, orphaned…). */
+  reason: z.string().optional(),
+  output: z.string(),
+  tail: z.string().optional(),
+  omitted_bytes: z.number().int().optional(),
+  next_cursor: z.string(),
+  has_more: z.boolean(),
+  gap: Gap.optional(),
+  awaiting_input: z.boolean().optional(),
+  prompt: z.string().optional(),
+  input_detection: z.enum(["kernel", "heuristic"]).optional(),
+  approval_id: z.string().optional(),
+  cwd: z.string().optional(),
+  duration_ms: z.number().int(),
+  waited_ms: z.number().int().optional(),
+  matched: z.enum(WAIT_MATCHES).optional(),
+  match: z.string().optional(),
+});
+export type JobResult = z.infer<typeof JobResult>;
+
+export const JobStarted = z.object({
+  job_id: z.string(),
+  session_id: z.string(),
+  status: JobStatusSchema,
+  mode: z.enum(JOB_MODES),
+  approval_id: z.string().optional(),
+});
+export type JobStarted = z.infer<typeof JobStarted>;
+
+/** exec_write and exec_signal. */
+export const JobAck = z.object({ ok: z.boolean(), job_id: z.string(), status: JobStatusSchema });
+export type JobAck = z.infer<typeof JobAck>;
+
+export const JobSummary = z.object({
+  job_id: z.string(),
+  session_id: z.string(),
+  command: z.array(z.string()),
+  mode: z.enum(JOB_MODES),
+  status: JobStatusSchema,
+  exit_code: z.number().int().optional(),
+  signal: z.string().optional(),
+  started_at: z.string(),
+  duration_ms: z.number().int(),
+  cwd: z.string().optional(),
+});
+export type JobSummary = z.infer<typeof JobSummary>;
+
+export const JobList = z.object({ jobs: z.array(JobSummary) });
+export type JobList = z.infer<typeof JobList>;

@@ -1,0 +1,102 @@
+/**
+ * The operator's control plane on the wire (`/api/*`, used by the dashboard and the CLI): the
+ * approval queue, the kill switch, every agent's sessions and jobs, takeover. Agents never reach
+ * these routes.
+ */
+import { z } from "zod";
+import { Cursor, LIMITS, Ms, Text } from "./common.ts";
+import { Gap, JobStatusSchema, JobSummary } from "./exec.ts";
+import { Cols, Rows, SessionInfo } from "./sessions.ts";
+import { JOB_MODES } from "./statuses.ts";
+
+export const PendingApproval = z.object({
+  approval_id: z.string(),
+  job_id: z.string(),
+  owner: z.string(),
+  session_id: z.string(),
+  command: z.array(z.string()),
+  mode: z.enum(JOB_MODES),
+  requested_at: z.string(),
+  /** When it is denied if nobody decides. */
+  expires_at: z.string(),
+  /** The policy rule that asked for confirmation. */
+  rule: z.string().optional(),
+});
+export type PendingApproval = z.infer<typeof PendingApproval>;
+
+export const ApprovalList = z.object({ approvals: z.array(PendingApproval) });
+
+export const DecisionInput = z.strictObject({ reason: Text(1000).optional() });
+export type DecisionInput = z.output<typeof DecisionInput>;
+
+export const Decision = z.object({
+  ok: z.boolean(),
+  approval_id: z.string(),
+  approved: z.boolean(),
+});
+export type Decision = z.infer<typeof Decision>;
+
+export const StopInput = z.strictObject({
+  barrier_ms: Ms(86_400_000).optional(),
+  grace_ms: Ms(LIMITS.killGraceMs).optional(),
+});
+export type StopInput = z.output<typeof StopInput>;
+
+export const StopResult = z.object({
+  ok: z.boolean(),
+  barrier_until: z.string(),
+  stopped_jobs: z.array(z.string()),
+  cancelled_approvals: z.array(z.string()),
+});
+export type StopResult = z.infer<typeof StopResult>;
+
+export const OperatorSession = SessionInfo.extend({ owner: z.string() });
+export type OperatorSession = z.infer<typeof OperatorSession>;
+export const OperatorSessionList = z.object({ sessions: z.array(OperatorSession) });
+
+export const SessionLeaseResult = z.object({ ok: z.boolean(), session: SessionInfo });
+export type SessionLeaseResult = z.infer<typeof SessionLeaseResult>;
+
+export const OperatorTypeInput = z.strictObject({ data: z.string().max(LIMITS.inputBytes) });
+export type OperatorTypeInput = z.output<typeof OperatorTypeInput>;
+
+export const ResizeInput = z.strictObject({ cols: Cols, rows: Rows });
+export type ResizeInput = z.output<typeof ResizeInput>;
+
+export const OperatorJob = JobSummary.extend({ owner: z.string() });
+export type OperatorJob = z.infer<typeof OperatorJob>;
+export const OperatorJobList = z.object({ jobs: z.array(OperatorJob) });
+
+export const KillInput = z.strictObject({ grace_ms: Ms(LIMITS.killGraceMs).optional() });
+export type KillInput = z.output<typeof KillInput>;
+
+export const OperatorKillResult = z.object({ ok: z.boolean(), job: OperatorJob });
+
+export const JobOutputQuery = z.strictObject({
+  cursor: Cursor.optional(),
+  max_bytes: z.coerce.number().int().min(1).max(LIMITS.pageBytes).optional(),
+});
+
+export const JobOutputPage = z.object({
+  job_id: z.string(),
+  owner: z.string(),
+  status: JobStatusSchema,
+  output: z.string(),
+  next_cursor: z.string(),
+  has_more: z.boolean(),
+  gap: Gap.optional(),
+});
+export type JobOutputPage = z.infer<typeof JobOutputPage>;
+
+/** The daemon's health at a glance (`GET /api/status`, `termada status`). */
+export const DaemonStatus = z.object({
+  version: z.string(),
+  pid: z.number().int(),
+  port: z.number().int().optional(),
+  sessions: z.number().int(),
+  pending_approvals: z.number().int(),
+  stopped: z.boolean(),
+  barrier_until: z.string().optional(),
+  audit_healthy: z.boolean(),
+});
+export type DaemonStatus = z.infer<typeof DaemonStatus>;

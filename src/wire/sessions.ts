@@ -1,0 +1,62 @@
+/** Sessions on the wire (TOOLS.md "Sessions"): session_* inputs and results. */
+import { z } from "zod";
+import { EnvMap, Id, LIMITS, NUL_MESSAGE, Path } from "./common.ts";
+import { SESSION_STATES, SHELLS } from "./statuses.ts";
+
+export const ShellName = z.enum(SHELLS);
+export const Cols = z.number().int().min(10).max(1000);
+export const Rows = z.number().int().min(2).max(500);
+
+export const SessionCreateInput = z.strictObject({
+  /** `local` (default) or the name of a registered server. */
+  target: z.string().min(1).max(LIMITS.targetChars).optional(),
+  workspace: z.string().min(1).max(LIMITS.workspaceChars).refine(
+    (s) => !s.includes("\0"),
+    NUL_MESSAGE,
+  ).optional(),
+  shell: ShellName.optional(),
+  cwd: Path.optional(),
+  env: EnvMap.optional(),
+  cols: Cols.optional(),
+  rows: Rows.optional(),
+});
+export type SessionCreateInput = z.output<typeof SessionCreateInput>;
+
+export const SessionIdInput = z.strictObject({ session_id: Id });
+export type SessionIdInput = z.output<typeof SessionIdInput>;
+
+export const SessionResizeInput = z.strictObject({ cols: Cols, rows: Rows });
+export type SessionResizeInput = z.output<typeof SessionResizeInput>;
+
+export const SessionInfo = z.object({
+  session_id: z.string(),
+  target: z.string(),
+  shell: ShellName,
+  cwd: z.string(),
+  workspace: z.string().optional(),
+  state: z.enum(SESSION_STATES),
+  current_job_id: z.string().optional(),
+  cols: z.number().int(),
+  rows: z.number().int(),
+  created_at: z.string(),
+  /** An operator holds back what agents read from this session's job. */
+  output_paused: z.boolean().optional(),
+});
+export type SessionInfo = z.infer<typeof SessionInfo>;
+
+export const SessionList = z.object({ sessions: z.array(SessionInfo) });
+export type SessionList = z.infer<typeof SessionList>;
+
+export const SessionClosed = z.object({ ok: z.boolean(), session_id: z.string() });
+export type SessionClosed = z.infer<typeof SessionClosed>;
+
+export const Screen = z.object({
+  session_id: z.string(),
+  lines: z.array(z.string()),
+  cursor: z.object({ x: z.number().int(), y: z.number().int() }),
+  cols: z.number().int(),
+  rows: z.number().int(),
+  title: z.string(),
+  alternate: z.boolean(),
+});
+export type Screen = z.infer<typeof Screen>;

@@ -5,7 +5,17 @@
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { call, lockPid, startDaemon, stdioClient, tempHome, termada, waitGone } from "./_daemon.ts";
+import {
+  call,
+  homeWithConfig,
+  lockPid,
+  operatorFetch,
+  startDaemon,
+  stdioClient,
+  tempHome,
+  termada,
+  waitGone,
+} from "./_daemon.ts";
 
 Deno.test("serve starts on embedded defaults, refuses a second daemon and stops on SIGTERM", async () => {
   const home = await tempHome();
@@ -249,6 +259,33 @@ Deno.test("a graceful stop records running jobs as killed and they stay listed",
     assert.equal(p.status, "killed");
     assert.match(String(p.reason), /shutting down/);
     assert.equal(p.output, "started\n");
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
+Deno.test("when an agent's shim goes away its sessions are reaped after the grace", async () => {
+  const home = await homeWithConfig("sessions:\n  reap_after_ms: 300\n");
+  try {
+    await using d = await startDaemon(home);
+    const api = operatorFetch(d);
+    const sessionsOf = async (agent: string) => {
+      const r = await api("/sessions");
+      const body = await r.json() as { sessions: { owner: string; session_id: string }[] };
+      return body.sessions.filter((s) => s.owner === agent);
+    };
+    {
+      await using c = await stdioClient(home, ["--agent", "leaver"]);
+      await call(c, "exec_run", { command: ["echo", "hi"] });
+      assert.equal((await sessionsOf("leaver")).length, 1);
+    }
+    const t0 = Date.now();
+    while ((await sessionsOf("leaver")).length > 0) {
+      if (Date.now() - t0 > 10_000) throw new Error("the gone agent's session was not reaped");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const audit = await (await api("/audit?n=50")).json() as { records: { event: string }[] };
+    assert.ok(audit.records.some((r) => r.event === "agent.gone"));
   } finally {
     await Deno.remove(home, { recursive: true });
   }

@@ -574,3 +574,116 @@ Deno.test("open refuses a broken chain, naming the first broken seq", async (t) 
     });
   });
 });
+
+Deno.test("appendDurable resolves after one group sync shared by concurrent records", async () => {
+  await withDirAsync(async (dir) => {
+    let syncs = 0;
+    const io: AuditIo = {
+      write: SYSTEM_IO.write,
+      sync: SYSTEM_IO.sync,
+      syncAsync: async (file) => {
+        syncs++;
+        await file.syncData();
+      },
+    };
+    const log = openAuditLog(dir, { clock: steppingClock() }, io);
+    try {
+      const records = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => log.appendDurable(AGENT, "job.requested", { i })),
+      );
+      assert.deepEqual(records.map((r) => r.seq), Array.from({ length: 20 }, (_, i) => i + 1));
+      assert.ok(syncs >= 1 && syncs <= 3, `20 concurrent intents took ${syncs} syncs`);
+      assert.equal(verifyAudit(dir).ok, true);
+    } finally {
+      log.close();
+    }
+  });
+});
+
+Deno.test("a lazily written record is on disk at once and synced soon after", async () => {
+  await withDirAsync(async (dir) => {
+    let syncs = 0;
+    const io: AuditIo = {
+      write: SYSTEM_IO.write,
+      sync: SYSTEM_IO.sync,
+      syncAsync: async (file) => {
+        syncs++;
+        await file.syncData();
+      },
+    };
+    const log = openAuditLog(dir, { clock: steppingClock() }, io);
+    try {
+      const r = log.write(AGENT, "job.finished", { status: "exited" });
+      assert.equal(readRecords(segmentPath(dir, 1)).at(-1)!.seq, r.seq, "written at once");
+      await log.durable(r.seq);
+      assert.ok(syncs >= 1);
+    } finally {
+      log.close();
+    }
+  });
+});
+
+Deno.test("close syncs what was written lazily; a failed group sync latches the log", async () => {
+  await withDirAsync(async (dir) => {
+    let failAsync = false;
+    const io: AuditIo = {
+      write: SYSTEM_IO.write,
+      sync: SYSTEM_IO.sync,
+      syncAsync: (file) =>
+        failAsync ? Promise.reject(new Error("Input/output error (os error 5)")) : file.syncData(),
+    };
+    const log = openAuditLog(dir, { clock: steppingClock() }, io);
+    try {
+      log.write(AGENT, "job.finished", { i: 1 });
+      failAsync = true;
+      await assert.rejects(
+        () => log.appendDurable(AGENT, "job.requested", { i: 2 }),
+        isUnavailable,
+      );
+      assert.equal(log.healthy, false);
+      assert.throws(() => log.append(AGENT, "job.requested"), isUnavailable);
+    } finally {
+      log.close();
+    }
+    assert.equal(verifyAudit(dir).ok, true);
+  });
+});
+
+Deno.test("resume reopens a log latched by a fault once the chain verifies; a broken chain stays refused", async (t) => {
+  await t.step("the fault is gone: appends work again and the chain continues", () => {
+    withDir((dir) => {
+      const io = faultyIo();
+      using log = openAuditLog(dir, { clock: steppingClock() }, io);
+      fill(log, 3);
+      io.fail = "partial";
+      assert.throws(() => log.append(AGENT, "job.started", { i: 99 }), isUnavailable);
+      io.fail = "none";
+      const r = log.resume();
+      assert.match(r.failure, /No space left/);
+      assert.equal(r.verified_records, 3);
+      assert.equal(log.healthy, true);
+      const next = log.append(AGENT, "job.started", { i: 100 });
+      assert.ok(next.seq >= 4);
+      assert.equal(verifyAudit(dir).ok, true);
+      assert.equal(log.tail(2)[0]!.event, "audit.recovered", "the torn half-line was cut");
+      assert.deepEqual(log.resume(), { failure: "", verified_records: 0 }, "healthy: no-op");
+    });
+  });
+  await t.step("the chain was broken meanwhile: resume refuses, naming the record", () => {
+    withDir((dir) => {
+      const io = faultyIo();
+      using log = openAuditLog(dir, { clock: steppingClock() }, io);
+      fill(log, 3);
+      io.fail = "write";
+      assert.throws(() => log.append(AGENT, "job.started"), isUnavailable);
+      io.fail = "none";
+      const path = segmentPath(dir, 1);
+      Deno.writeTextFileSync(path, Deno.readTextFileSync(path).replace('"i":1', '"i":7'));
+      assert.throws(
+        () => log.resume(),
+        (e) => isUnavailable(e) && /chain is broken/.test(e.message),
+      );
+      assert.equal(log.healthy, false);
+    });
+  });
+});

@@ -173,7 +173,7 @@ export class Engine {
   async shutdown(): Promise<void> {
     this.#closed = true;
     await this.jobs.closeAll();
-    await Promise.all(this.registry.allSessions().map((s) => s.close("daemon shutting down")));
+    await Promise.all(this.registry.everySession().map((s) => s.close("daemon shutting down")));
     await sharedPoller().stop();
   }
 

@@ -142,6 +142,11 @@ export class Registry {
     return [...this.#sessions.values()].filter((s) => s.state !== "closed");
   }
 
+  /** Every session not yet removed, those still closing included (shutdown waits for them). */
+  everySession(): Session[] {
+    return [...this.#sessions.values()];
+  }
+
   // ── jobs ──────────────────────────────────────────────────────────────────
 
   addJob(job: Job): void {

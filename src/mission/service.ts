@@ -6,7 +6,7 @@
  * its timeline, and approvals move it to `needs_attention` and back.
  */
 import { createHash } from "node:crypto";
-import type { Job } from "../engine/mod.ts";
+import type { Job } from "../control/mod.ts";
 import type { Actor, Recorder } from "../control/mod.ts";
 import type {
   ExecListInput,

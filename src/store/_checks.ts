@@ -5,7 +5,7 @@
  */
 import type { SQLInputValue } from "node:sqlite";
 import { invalidArgument, TermadaError } from "../shared/mod.ts";
-import { JOB_STATUSES, type JobStatus } from "../wire/statuses.ts";
+import { JOB_STATUSES, type JobStatus } from "../wire/mod.ts";
 
 /** Longest id (agent, session, job, owner) the store accepts. */
 export const MAX_ID_LENGTH = 64;

@@ -3,7 +3,7 @@ import { DatabaseSync } from "node:sqlite";
 import { type Clock, TermadaError } from "../shared/mod.ts";
 import type { NewJob } from "./jobs.ts";
 import type { NewSession } from "./sessions.ts";
-import type { JobStatus } from "../wire/statuses.ts";
+import type { JobStatus } from "../wire/mod.ts";
 
 /** A clock the test moves by hand. */
 export function fakeClock(start = 1_700_000_000_000): Clock & { set(t: number): void } {

@@ -4,7 +4,7 @@
  */
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { Clock } from "../shared/mod.ts";
-import { APPROVAL_STATUSES, type ApprovalStatus } from "../wire/statuses.ts";
+import { APPROVAL_STATUSES, type ApprovalStatus } from "../wire/mod.ts";
 import {
   checkCommand,
   checkId,

@@ -7,7 +7,7 @@
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
 import { type Clock, logger, systemClock, TermadaError } from "../shared/mod.ts";
-import { ACTIVE_JOB_STATUSES } from "../wire/statuses.ts";
+import { ACTIVE_JOB_STATUSES } from "../wire/mod.ts";
 import { checkText, type Params, type Row, storeError, type StoreRunners, str } from "./_checks.ts";
 import { AgentRepo } from "./agents.ts";
 import { ApprovalRepo } from "./approvals.ts";

@@ -5,7 +5,7 @@
  */
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { invalidArgument, notFound } from "../shared/mod.ts";
-import { ACTIVE_JOB_STATUSES, FINAL_JOB_STATUSES, type JobStatus } from "../wire/statuses.ts";
+import { ACTIVE_JOB_STATUSES, FINAL_JOB_STATUSES, type JobStatus } from "../wire/mod.ts";
 import {
   checkCommand,
   checkId,

@@ -7,14 +7,14 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { Clock } from "../shared/mod.ts";
 import { notFound } from "../shared/mod.ts";
-import { MISSION_TEXT_LIMITS } from "../wire/missions.ts";
+import { MISSION_TEXT_LIMITS } from "../wire/mod.ts";
 import {
   MISSION_STATUSES,
   type MissionStatus,
   STEP_STATUSES,
   type StepStatus,
   TERMINAL_MISSION_STATUSES,
-} from "../wire/statuses.ts";
+} from "../wire/mod.ts";
 import {
   checkId,
   checkInt,

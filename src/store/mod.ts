@@ -51,5 +51,5 @@ export {
   STEP_STATUSES,
   type StepStatus,
   TERMINAL_MISSION_STATUSES,
-} from "../wire/statuses.ts";
-export { MISSION_TEXT_LIMITS } from "../wire/missions.ts";
+} from "../wire/mod.ts";
+export { MISSION_TEXT_LIMITS } from "../wire/mod.ts";

@@ -1,0 +1,132 @@
+/**
+ * The layering, checked on the source: which folder may import which, that folders reach each
+ * other only through their `mod.ts`, and that no edge (MCP, HTTP, CLI, the entry point) can get
+ * hold of the engine — control is the layer they call, so nothing they do can bypass the gate.
+ */
+import assert from "node:assert/strict";
+import { ROOT } from "./_daemon.ts";
+
+/** Folder → the folders it may import (its own files aside). */
+const ALLOWED: Record<string, string[]> = {
+  shared: [],
+  wire: ["shared"],
+  config: ["shared"],
+  audit: ["shared"],
+  store: ["shared", "wire"],
+  output: ["shared"],
+  pty: ["shared"],
+  shell: ["shared"],
+  policy: ["shared"],
+  engine: ["shared", "wire", "output", "pty", "shell"],
+  control: ["shared", "wire", "engine", "output", "store", "audit"],
+  mission: ["shared", "wire", "control", "store", "audit", "shell"],
+  mcp: ["shared", "wire", "control", "mission"],
+  api: ["shared", "wire", "control", "mcp", "mission"],
+  daemon: [
+    "shared",
+    "wire",
+    "config",
+    "audit",
+    "store",
+    "output",
+    "policy",
+    "control",
+    "mission",
+    "mcp",
+    "api",
+  ],
+  cli: ["shared", "wire", "config", "audit", "daemon"],
+};
+
+/** The edges: what agents and operators talk to. None of them may import the engine. */
+const EDGES = ["mcp", "api", "cli"];
+
+interface Import {
+  file: string;
+  spec: string;
+}
+
+function sources(dir: string): string[] {
+  const out: string[] = [];
+  for (const e of Deno.readDirSync(dir)) {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory) out.push(...sources(path));
+    else if (/\.tsx?$/.test(e.name) && !/_test\.ts$|^_test/.test(e.name)) out.push(path);
+  }
+  return out;
+}
+
+function imports(file: string): Import[] {
+  const text = Deno.readTextFileSync(file);
+  const out: Import[] = [];
+  for (const m of text.matchAll(/(?:from|import)\s*\(?\s*"([^"]+)"/g)) {
+    out.push({ file, spec: m[1]! });
+  }
+  return out;
+}
+
+/** `src/<folder>/…` of a resolved path, or undefined outside src. */
+function folderOf(path: string): string | undefined {
+  const m = /\/src\/([a-z_]+)\//.exec(path);
+  return m?.[1];
+}
+
+Deno.test("folders import only what the layering allows, and only through mod.ts", () => {
+  const problems: string[] = [];
+  for (const file of sources(`${ROOT}src`)) {
+    const from = folderOf(file)!;
+    for (const imp of imports(file)) {
+      if (!imp.spec.startsWith(".")) continue;
+      const target = new URL(imp.spec, `file://${file}`).pathname;
+      const to = folderOf(target);
+      if (to === undefined || to === from) continue;
+      const rel = file.slice(ROOT.length);
+      if (!(ALLOWED[from] ?? []).includes(to)) {
+        problems.push(
+          `${rel} imports src/${to} (${from} may import: ${ALLOWED[from]?.join(", ")})`,
+        );
+      }
+      if (!target.endsWith(`/src/${to}/mod.ts`)) {
+        problems.push(`${rel} reaches into src/${to} past its mod.ts (${imp.spec})`);
+      }
+    }
+  }
+  assert.deepEqual(problems, []);
+});
+
+Deno.test("no edge and not the entry point can import the engine", () => {
+  const problems: string[] = [];
+  const files = [
+    `${ROOT}mod.ts`,
+    ...EDGES.flatMap((e) => sources(`${ROOT}src/${e}`)),
+  ];
+  for (const file of files) {
+    for (const imp of imports(file)) {
+      const target = new URL(imp.spec, `file://${file}`).pathname;
+      if (folderOf(target) === "engine") problems.push(`${file.slice(ROOT.length)}: ${imp.spec}`);
+    }
+  }
+  assert.deepEqual(problems, []);
+  // And the public entry exports nothing of the engine.
+  const entry = Deno.readTextFileSync(`${ROOT}mod.ts`);
+  assert.doesNotMatch(entry, /Engine\b/);
+});
+
+Deno.test("the dashboard imports types only from the wire contract (and its zod-free status sets)", () => {
+  const problems: string[] = [];
+  for (const file of sources(`${ROOT}dashboard`)) {
+    const text = Deno.readTextFileSync(file);
+    for (const m of text.matchAll(/^(import\s+(type\s+)?[^;]*?from\s+"([^"]+)")/gms)) {
+      const spec = m[3]!;
+      if (!spec.includes("/src/")) continue;
+      const typeOnly = m[2] !== undefined;
+      if (!typeOnly && !spec.endsWith("/src/wire/statuses.ts")) {
+        problems.push(`${file.slice(ROOT.length)}: ${m[1]!.replace(/\s+/g, " ")}`);
+      }
+      if (!/\/src\/wire\/(mod|statuses)\.ts$/.test(spec)) {
+        problems.push(`${file.slice(ROOT.length)} imports outside the wire contract: ${spec}`);
+      }
+    }
+  }
+  assert.deepEqual(problems, []);
+});

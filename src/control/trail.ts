@@ -307,8 +307,8 @@ export class Trail {
     this.#pruneOwners.clear();
     for (const owner of owners) {
       try {
-        for (const id of this.#o.store.jobs.prune(owner, this.#o.finishedPerAgent)) {
-          removeSpool(this.#o.spoolDir, id);
+        for (const j of this.#o.store.jobs.prune(owner, this.#o.finishedPerAgent)) {
+          if (j.spooled) removeSpool(this.#o.spoolDir, j.id);
         }
       } catch (err) {
         log.warn("could not prune old jobs", { owner, error: err });

@@ -175,7 +175,7 @@ export class JobRepo {
       `DELETE FROM jobs WHERE id IN (
          SELECT id FROM jobs WHERE owner = :owner AND status NOT IN (${ACTIVE_SQL})
          ORDER BY started_at DESC, rowid DESC LIMIT -1 OFFSET :keep
-       ) RETURNING id`,
+       ) RETURNING id, (output IS NULL AND output_bytes > 0) AS spooled`,
     );
     this.#finish = p(
       `UPDATE jobs SET status = :status, exit_code = :exit_code, signal = :signal,
@@ -304,17 +304,22 @@ export class JobRepo {
   }
 
   /**
-   * Deletes the owner's oldest finished jobs beyond the newest `keep`; returns their ids (the
-   * caller deletes their spools). Active jobs are never deleted nor counted.
+   * Deletes the owner's oldest finished jobs beyond the newest `keep`; returns their ids and
+   * whether their output was spooled (the caller deletes those spools; inline output went with
+   * the row). Active jobs are never deleted nor counted.
    */
-  prune(owner: string, keep: number): string[] {
+  prune(owner: string, keep: number): { id: string; spooled: boolean }[] {
     const params: Params = {
       owner: checkId("job owner", owner),
       keep: checkInt("keep", keep, 0),
     };
     return this.#run(
       `prune jobs of "${owner}"`,
-      () => this.#prune.all(params).map((r) => str((r as Row).id)),
+      () =>
+        this.#prune.all(params).map((r) => ({
+          id: str((r as Row).id),
+          spooled: Number((r as Row).spooled) === 1,
+        })),
     );
   }
 }

@@ -156,7 +156,8 @@ Deno.test("jobs.prune keeps the newest finished jobs and never deletes active on
     statuses.forEach((s, i) => store.jobs.insert(job(`job_${i}`, "alice", i * 10, s)));
     store.jobs.insert(job("job_bob", "bob", 0, "exited"));
 
-    assert.deepEqual(store.jobs.prune("alice", 2).sort(), ["job_0", "job_2"]);
+    const ids = (r: { id: string }[]) => r.map((j) => j.id).sort();
+    assert.deepEqual(ids(store.jobs.prune("alice", 2)), ["job_0", "job_2"]);
     assert.deepEqual(store.jobs.list({ owner: "alice", limit: 100 }).map((j) => j.id), [
       "job_5",
       "job_4",
@@ -164,12 +165,32 @@ Deno.test("jobs.prune keeps the newest finished jobs and never deletes active on
       "job_1",
     ]);
     assert.deepEqual(store.jobs.prune("alice", 2), []);
-    assert.deepEqual(store.jobs.prune("alice", 0).sort(), ["job_4", "job_5"]);
+    assert.deepEqual(ids(store.jobs.prune("alice", 0)), ["job_4", "job_5"]);
     assert.deepEqual(store.jobs.list({ owner: "alice", limit: 100 }).map((j) => j.status), [
       "awaiting_input",
       "running",
     ]);
     assert.equal(store.jobs.get("job_bob")?.status, "exited", "other owners untouched");
+    // Inline output went with its row; a job with output and none inline had a spool.
+    store.jobs.insert(job("job_in", "carol", 1, "running"));
+    store.jobs.insert(job("job_sp", "carol", 2, "running"));
+    const done = (output: Uint8Array | null) => ({
+      status: "exited" as const,
+      exit_code: 0,
+      signal: null,
+      reason: null,
+      cwd: null,
+      ended_at: 3,
+      output_bytes: 2,
+      output_sha256: null,
+      output,
+    });
+    store.jobs.finish("job_in", done(new Uint8Array([104, 105])));
+    store.jobs.finish("job_sp", done(null));
+    assert.deepEqual(
+      store.jobs.prune("carol", 0).sort((a, b) => a.id.localeCompare(b.id)),
+      [{ id: "job_in", spooled: false }, { id: "job_sp", spooled: true }],
+    );
   });
 });
 

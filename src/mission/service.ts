@@ -1,9 +1,9 @@
 /**
- * Mission Control: durable goals with a plan whose steps are verified by the runtime. A mission
- * owns session attempts in the engine; everything run in them passes the normal admission gate.
- * The service listens to the audit mirror on the bus: every audit record that concerns a mission
- * (by session, job, approval or mission id) is kept with it as an anchor, the runtime ones also as
- * its timeline, and approvals move it to `needs_attention` and back.
+ * Mission Control's commands: what agents (owner-scoped) and operators (every mission) ask of a
+ * mission, and the recovery at daemon start. A mission owns session attempts in the engine;
+ * everything run in them passes the normal admission gate. The service owns every write of a
+ * mission and its audit record; the audit projector (projector.ts) keeps the mission's anchors and
+ * timeline from the bus, and the evidence checks (evidence.ts) stand behind each step it accepts.
  */
 import { createHash } from "node:crypto";
 import type { Job } from "../control/mod.ts";
@@ -25,36 +25,29 @@ import type {
   SessionIdInput,
   SessionInfo,
 } from "../wire/mod.ts";
+import { MISSION_LIMITS, MissionIdInput as MissionIdSchema, parseInput } from "../wire/mod.ts";
 import {
-  isActiveStatus,
-  MISSION_LIMITS,
-  MissionIdInput as MissionIdSchema,
-  parseInput,
-} from "../wire/mod.ts";
-import {
-  type BusEvent,
   type Clock,
   type EventBus,
   invalidArgument,
-  isId,
   logger,
   newId,
   notFound,
   systemClock,
   TermadaError,
 } from "../shared/mod.ts";
-import type { MissionRow, MissionStatus, StepRow, Store } from "../store/mod.ts";
+import type { MissionRow, MissionStatus, Store } from "../store/mod.ts";
 import { TERMINAL_MISSION_STATUSES } from "../store/mod.ts";
 import type { AuditEvents } from "../audit/mod.ts";
+import { EvidenceChecks, missionSessionIds } from "./evidence.ts";
+import { MissionProjector } from "./projector.ts";
 import { buildEvidence, renderMarkdown } from "./report.ts";
 import {
-  iso,
   type JobEvidence,
   missionSummary,
   type MissionView,
   missionView,
   type PendingView,
-  stepId,
 } from "./view.ts";
 
 const log = logger("mission");
@@ -87,29 +80,7 @@ export interface MissionServiceOptions {
 
 export type MissionReport = Omit<MissionReportResult, "format">;
 
-/** Runtime events of a mission: what its timeline shows. */
-const TIMELINE_EVENTS = new Set([
-  "job.requested",
-  "job.finished",
-  "approval.requested",
-  "approval.resolved",
-  "policy.denied",
-  "admission.refused",
-  "input.written",
-  "input.auto_answered",
-  "session.created",
-  "session.closed",
-  "session.takeover",
-  "session.release",
-  "operator.input",
-  "job.killed_by_operator",
-  "mission.status",
-  "mission.resumed",
-]);
-
 const TERMINAL = new Set<MissionStatus>(TERMINAL_MISSION_STATUSES);
-/** session.created records kept in memory until the mission that opened the session exists. */
-const RECENT_SESSION_EVENTS = 64;
 
 export class MissionService {
   readonly #runtime: MissionRuntime;
@@ -117,8 +88,8 @@ export class MissionService {
   readonly #audit: Recorder;
   readonly #clock: Clock;
   readonly #redact: (text: string) => string;
-  readonly #unsubscribe: () => void;
-  readonly #recentSessions = new Map<string, BusEvent>();
+  readonly #checks: EvidenceChecks;
+  readonly #projector: MissionProjector;
   /** Missions whose resume is opening a session (an update meanwhile is SESSION_BUSY). */
   readonly #busy = new Set<string>();
 
@@ -128,7 +99,17 @@ export class MissionService {
     this.#audit = options.audit;
     this.#clock = options.clock ?? systemClock;
     this.#redact = options.redact ?? ((t) => t);
-    this.#unsubscribe = options.bus.subscribe((e) => this.#observe(e));
+    this.#checks = new EvidenceChecks({
+      runtime: this.#runtime,
+      store: this.#store,
+      clock: this.#clock,
+    });
+    this.#projector = new MissionProjector({
+      store: this.#store,
+      bus: options.bus,
+      pending: (missionId) => this.#pending(missionId),
+      setStatus: (id, to, actor, reason) => this.#setStatus(id, to, actor, reason),
+    });
   }
 
   /**
@@ -149,7 +130,7 @@ export class MissionService {
   }
 
   close(): void {
-    this.#unsubscribe();
+    this.#projector.close();
   }
 
   // ── agent operations (owner-scoped) ───────────────────────────────────────
@@ -188,7 +169,7 @@ export class MissionService {
       await this.#runtime.closeSession(agent, { session_id: session.session_id }).catch(() => {});
       throw err;
     }
-    this.#adoptSessionRecord(id, session.session_id);
+    this.#projector.adoptSessionRecord(id, session.session_id);
     this.#audit.record({ kind: "agent", id: agent }, "mission.created", {
       mission_id: id,
       session_id: session.session_id,
@@ -246,7 +227,7 @@ export class MissionService {
         );
         throw err;
       }
-      this.#adoptSessionRecord(m.id, session.session_id);
+      this.#projector.adoptSessionRecord(m.id, session.session_id);
       this.#audit.record({ kind: "agent", id: agent }, "mission.resumed", {
         mission_id: m.id,
         session_id: session.session_id,
@@ -342,12 +323,8 @@ export class MissionService {
     };
   }
 
-  #sessionIds(missionId: string): Set<string> {
-    return new Set(this.#store.missions.sessions(missionId).map((s) => s.session_id));
-  }
-
   #pending(missionId: string): PendingApproval[] {
-    const sessions = this.#sessionIds(missionId);
+    const sessions = missionSessionIds(this.#store, missionId);
     return this.#runtime.pendingApprovals().filter((p) => sessions.has(p.session_id));
   }
 
@@ -412,14 +389,14 @@ export class MissionService {
       }
       evidence = req.job_id === undefined
         ? (s === "pending" ? null : undefined)
-        : this.#evidence(m, req.job_id, s === "passed");
+        : this.#checks.snapshot(m, req.job_id, { mustPass: s === "passed" });
     }
     // Status change, checked on the plan as it will be.
     if (req.status === "succeeded") {
       const after = steps.map((s) =>
         s.idx === idx && req.step_status !== undefined ? { ...s, status: req.step_status } : s
       );
-      this.#checkSuccess(m, after);
+      this.#checks.checkSuccess(m, after);
     }
     // Audited before it is written: the log never misses a change.
     const data: AuditEvents["mission.updated"] = { mission_id: m.id };
@@ -455,110 +432,6 @@ export class MissionService {
       await this.#finish(actor, m, req.status, req.note);
     }
     return this.#view(this.#any(m.id), MISSION_LIMITS.timelineInView);
-  }
-
-  /** The runtime's check of a job offered as evidence; the snapshot kept with the step. */
-  #evidence(m: MissionRow, jobId: string, mustPass: boolean): JobEvidence {
-    let job: Job;
-    try {
-      job = this.#runtime.job(m.owner, jobId);
-    } catch (err) {
-      if (err instanceof TermadaError && err.code === "NOT_FOUND") {
-        throw new TermadaError("NOT_FOUND", `No job "${jobId}" of yours`, {
-          hint: "Pass the job_id an exec_run/exec_start result gave you in this mission's session",
-        });
-      }
-      throw err;
-    }
-    const sessions = this.#sessionIds(m.id);
-    if (!sessions.has(job.sessionId)) {
-      throw invalidArgument(
-        `Job ${jobId} ran in ${
-          job.sessionId === "background" ? "no session" : `session ${job.sessionId}`
-        }, not in a session of mission ${m.id}`,
-        `Run the step's command with exec_run {session: "${
-          m.session_id ?? [...sessions].pop()
-        }"} and pass that job`,
-      );
-    }
-    if (mustPass) {
-      if (!job.final) {
-        throw new TermadaError(
-          "INVALID_ARGUMENT",
-          `Job ${jobId} is still ${job.status}: a step passes only on a job that ended`,
-          { retriable: true, hint: `Wait for it: exec_wait {job_id: "${jobId}"}` },
-        );
-      }
-      if (job.status !== "exited") {
-        throw invalidArgument(
-          `Job ${jobId} ended ${job.status}${
-            job.reason ? ` (${job.reason})` : ""
-          }: a step passes only on a job that exited with code 0`,
-        );
-      }
-      if (job.exitCode !== 0) {
-        throw invalidArgument(
-          `Job ${jobId} exited with code ${job.exitCode}: a step passes only on exit code 0`,
-          "Mark the step failed with this job, or fix the problem and run the check again",
-        );
-      }
-    }
-    const row = this.#store.jobs.get(jobId);
-    const approval = this.#store.approvals.ofJob(jobId);
-    const ev: JobEvidence = {
-      job_id: job.id,
-      session_id: job.sessionId,
-      command: [...job.command],
-      status: job.status,
-      started_at: iso(job.startedAt),
-      duration_ms: job.durationMs,
-      output_bytes: row?.output_bytes ?? job.buffer.totalBytes,
-      output_sha256: row?.output_sha256 ?? null,
-      checked_at: iso(this.#clock.now()),
-    };
-    if (job.exitCode !== undefined) ev.exit_code = job.exitCode;
-    if (job.signal !== undefined) ev.signal = job.signal;
-    if (job.cwd !== undefined) ev.cwd = job.cwd;
-    if (job.endedAt !== undefined) ev.ended_at = iso(job.endedAt);
-    if (approval) {
-      ev.approval = {
-        approval_id: approval.id,
-        status: approval.status,
-        decided_by: approval.decided_by,
-        decided_at: approval.decided_at === null ? null : iso(approval.decided_at),
-        rule: approval.rule,
-      };
-    }
-    return ev;
-  }
-
-  #checkSuccess(m: MissionRow, steps: readonly Pick<StepRow, "idx" | "status">[]): void {
-    const open = steps.filter((s) => s.status !== "passed" && s.status !== "skipped");
-    if (open.length > 0) {
-      throw invalidArgument(
-        `Mission ${m.id} cannot succeed: ${
-          open.map((s) => `${stepId(s.idx)} is ${s.status}`).join(", ")
-        }`,
-        "Every step must be passed (with its job) or skipped",
-      );
-    }
-    if (!steps.some((s) => s.status === "passed")) {
-      throw invalidArgument(
-        `Mission ${m.id} cannot succeed: no step passed with runtime evidence`,
-      );
-    }
-    const sessions = this.#sessionIds(m.id);
-    const active = this.#runtime.listJobs(m.owner, { filter: "active", limit: 200 }).jobs
-      .filter((j) => sessions.has(j.session_id) && isActiveStatus(j.status));
-    if (active.length > 0) {
-      throw new TermadaError(
-        "INVALID_ARGUMENT",
-        `Mission ${m.id} cannot succeed while ${
-          active.map((j) => `${j.job_id} is ${j.status}`).join(", ")
-        }`,
-        { retriable: true, hint: "Wait for the job to end or kill it, then try again" },
-      );
-    }
   }
 
   async #finish(
@@ -621,119 +494,7 @@ export class MissionService {
       evidence,
     };
   }
-
-  /** The session.created record of a mission's new session (written before the mission row). */
-  #adoptSessionRecord(missionId: string, sessionId: string): void {
-    const e = this.#recentSessions.get(sessionId);
-    this.#recentSessions.delete(sessionId);
-    if (e) this.#keep(missionId, e);
-  }
-
-  #missionOf(e: BusEvent): string | undefined {
-    const d = e.data;
-    if (typeof d.mission_id === "string") return d.mission_id;
-    const m = this.#store.missions;
-    if (typeof d.session_id === "string") {
-      const row = m.sessionRow(d.session_id);
-      if (row) return row.mission_id;
-    }
-    if (typeof d.job_id === "string" && isId("job", d.job_id)) {
-      const job = this.#store.jobs.get(d.job_id);
-      if (job) return m.sessionRow(job.session_id)?.mission_id;
-    }
-    if (typeof d.approval_id === "string" && isId("apr", d.approval_id)) {
-      const a = this.#store.approvals.get(d.approval_id);
-      if (a) return m.sessionRow(a.session_id)?.mission_id;
-    }
-    return undefined;
-  }
-
-  #keep(missionId: string, e: BusEvent): void {
-    const { actor, audit_seq, audit_hash, ...data } = e.data;
-    if (typeof audit_seq !== "number" || typeof audit_hash !== "string") return;
-    this.#store.missions.addRecord({
-      mission_id: missionId,
-      seq: audit_seq,
-      hash: audit_hash,
-      event: e.type,
-      at: Date.parse(e.time),
-      actor: (actor ?? { kind: "system", id: "termada" }) as { kind: string; id: string },
-      data,
-      timeline: TIMELINE_EVENTS.has(e.type),
-    }, { timeline: MISSION_LIMITS.timeline, anchors: MISSION_LIMITS.anchors });
-  }
-
-  /** Every audit record, as the bus mirrors it (synchronously, in order). */
-  #observe(e: BusEvent): void {
-    try {
-      if (e.type === "session.created" && typeof e.data.session_id === "string") {
-        this.#recentSessions.set(e.data.session_id, e);
-        if (this.#recentSessions.size > RECENT_SESSION_EVENTS) {
-          this.#recentSessions.delete(this.#recentSessions.keys().next().value!);
-        }
-      }
-      const missionId = this.#missionOf(e);
-      if (missionId === undefined) return;
-      this.#keep(missionId, e);
-      // Derived changes are audited too: after this record has reached every listener.
-      if (REACTS_TO.has(e.type)) queueMicrotask(() => this.#react(missionId, e));
-    } catch (err) {
-      log.error("could not keep a mission record", { event: e.type, error: err });
-    }
-  }
-
-  #react(missionId: string, e: BusEvent): void {
-    try {
-      const m = this.#store.missions.get(missionId);
-      if (!m) return;
-      const system: Actor = { kind: "system", id: "termada" };
-      switch (e.type) {
-        case "job.requested":
-          if (m.status === "planned") this.#setStatus(m.id, "running", system, "a job started");
-          break;
-        case "approval.requested":
-          if (m.status === "planned" || m.status === "running") {
-            this.#setStatus(
-              m.id,
-              "needs_attention",
-              system,
-              `approval ${e.data.approval_id} waits`,
-            );
-          }
-          break;
-        case "approval.resolved":
-          if (m.status === "needs_attention" && this.#pending(m.id).length === 0) {
-            this.#setStatus(m.id, "running", system, `approval ${e.data.approval_id} decided`);
-          }
-          break;
-        case "session.closed": {
-          const sid = String(e.data.session_id);
-          this.#store.missions.endSession(sid, String(e.data.reason ?? "closed"));
-          if (m.session_id !== sid) break;
-          this.#store.missions.update(m.id, { session_id: null });
-          if (!TERMINAL.has(m.status) && m.status !== "interrupted") {
-            this.#setStatus(
-              m.id,
-              "interrupted",
-              system,
-              `its session closed: ${e.data.reason ?? "closed"}`,
-            );
-          }
-          break;
-        }
-      }
-    } catch (err) {
-      log.error("could not update a mission", { mission: missionId, event: e.type, error: err });
-    }
-  }
 }
-
-const REACTS_TO = new Set([
-  "job.requested",
-  "approval.requested",
-  "approval.resolved",
-  "session.closed",
-]);
 
 function firstLine(text: string, max: number): string {
   const line = text.trim().split(/\r?\n/)[0]!.trim();

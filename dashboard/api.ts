@@ -1,4 +1,5 @@
 /** The operator API client of the dashboard: one fetch helper for every view. */
+import type { ToolError } from "../src/wire/mod.ts";
 
 /** A failed API call, with its HTTP status (404 tells a view the route does not exist). */
 export class HttpError extends Error {
@@ -24,7 +25,7 @@ export async function api<T>(token: string, path: string, init: RequestInit = {}
   });
   const body = await res.json().catch(() => ({}));
   if (!res.ok) {
-    const e = (body as { error?: { message?: string } }).error;
+    const e = (body as Partial<ToolError>).error;
     throw new HttpError(res.status, e?.message ?? `HTTP ${res.status}`);
   }
   return body as T;

@@ -12,7 +12,7 @@ import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api.ts";
 import { followStream, type StreamState } from "./sse.ts";
 import { forgetToken, takeToken } from "./token.ts";
-import { SessionCard, type SessionInfo } from "./terminal.tsx";
+import { SessionCard } from "./terminal.tsx";
 import { MissionsView } from "./missions.tsx";
 import {
   ActivityView,
@@ -22,25 +22,20 @@ import {
   Confirm,
   type FeedEvent,
   isActive,
-  type JobInfo,
-  type JobOutputPage,
   JobsView,
   type PolicyInfo,
   PolicyView,
   type VerifyInfo,
 } from "./views.tsx";
+import type {
+  DaemonStatus,
+  JobOutputPage,
+  OperatorJob,
+  OperatorSession,
+  PendingApproval,
+} from "../src/wire/mod.ts";
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
-
-interface Approval {
-  approval_id: string;
-  job_id: string;
-  owner: string;
-  session_id: string;
-  command: string[];
-  mode: string;
-  requested_at: string;
-}
 
 type Conn = "live" | "reconnecting" | "offline";
 type Tab = "sessions" | "approvals" | "missions" | "jobs" | "activity" | "agents" | "policy";
@@ -50,11 +45,6 @@ function missionFromHash(): { id?: string } | undefined {
   const m = /^#\/missions(?:\/([^/]+))?$/.exec(location.hash);
   if (!m) return undefined;
   return m[1] ? { id: decodeURIComponent(m[1]) } : {};
-}
-
-interface Status {
-  stopped: boolean;
-  barrier_until?: string;
 }
 
 /** Events kept for the activity feed (the daemon keeps 1000 for replay). */
@@ -67,8 +57,8 @@ const MAX_EVENTS = 1000;
 const MAX_LIVE = 4;
 
 /** An agent's sessions by workspace label (labelled groups first, sorted; unlabelled last). */
-function byWorkspace(list: SessionInfo[]): [string | undefined, SessionInfo[]][] {
-  const groups = new Map<string | undefined, SessionInfo[]>();
+function byWorkspace(list: OperatorSession[]): [string | undefined, OperatorSession[]][] {
+  const groups = new Map<string | undefined, OperatorSession[]>();
   for (const s of list) {
     const g = groups.get(s.workspace) ?? [];
     g.push(s);
@@ -82,8 +72,8 @@ function byWorkspace(list: SessionInfo[]): [string | undefined, SessionInfo[]][]
 function App(props: { token: string }): preact.JSX.Element {
   const { token } = props;
   const [conn, setConn] = useState<Conn>("reconnecting");
-  const [sessions, setSessions] = useState<SessionInfo[]>([]);
-  const [approvals, setApprovals] = useState<Approval[]>([]);
+  const [sessions, setSessions] = useState<OperatorSession[]>([]);
+  const [approvals, setApprovals] = useState<PendingApproval[]>([]);
   const [busy, setBusy] = useState<Record<string, boolean>>({});
   const [error, setError] = useState<string | undefined>();
   const [tab, setTab] = useState<Tab>(() => missionFromHash() ? "missions" : "sessions");
@@ -91,11 +81,12 @@ function App(props: { token: string }): preact.JSX.Element {
   const [mission, setMission] = useState<string | undefined>(() => missionFromHash()?.id);
   // Bumped on mission/job/approval/session events: the Missions view refetches (throttled).
   const [missionPulse, setMissionPulse] = useState(0);
-  const [jobs, setJobs] = useState<JobInfo[]>([]);
+  const [jobs, setJobs] = useState<OperatorJob[]>([]);
   const [events, setEvents] = useState<FeedEvent[]>([]);
-  const [status, setStatus] = useState<Status>({ stopped: false });
+  // Unknown until the first `/api/status` answers (shown as running, like the daemon starts).
+  const [status, setStatus] = useState<DaemonStatus | undefined>();
   const [confirm, setConfirm] = useState<
-    { kind: "stop" } | { kind: "kill"; job: JobInfo } | undefined
+    { kind: "stop" } | { kind: "kill"; job: OperatorJob } | undefined
   >();
   const [followed, setFollowed] = useState<string[]>([]);
   // The reason typed per approval (sent with Approve / Deny).
@@ -112,10 +103,10 @@ function App(props: { token: string }): preact.JSX.Element {
   const refresh = useCallback(async () => {
     try {
       const [s, a, j, st] = await Promise.all([
-        api<{ sessions: SessionInfo[] }>(token, "/api/sessions"),
-        api<{ approvals: Approval[] }>(token, "/api/approvals"),
-        api<{ jobs: JobInfo[] }>(token, "/api/jobs?limit=200"),
-        api<Status>(token, "/api/status"),
+        api<{ sessions: OperatorSession[] }>(token, "/api/sessions"),
+        api<{ approvals: PendingApproval[] }>(token, "/api/approvals"),
+        api<{ jobs: OperatorJob[] }>(token, "/api/jobs?limit=200"),
+        api<DaemonStatus>(token, "/api/status"),
       ]);
       setSessions(s.sessions);
       setApprovals(a.approvals);
@@ -123,7 +114,7 @@ function App(props: { token: string }): preact.JSX.Element {
       setStatus(st);
       // The barrier ends without an event: refresh once when it is due (a timer, not a poll).
       clearTimeout(barrierTimer.current);
-      if (st?.stopped && st.barrier_until) {
+      if (st.stopped && st.barrier_until) {
         const due = Date.parse(st.barrier_until) - Date.now() + 250;
         if (due > 0 && due < 2 ** 31) {
           barrierTimer.current = setTimeout(() => refreshRef.current(), due);
@@ -321,7 +312,7 @@ function App(props: { token: string }): preact.JSX.Element {
       }`,
     );
 
-  const byAgent = new Map<string, SessionInfo[]>();
+  const byAgent = new Map<string, OperatorSession[]>();
   for (const s of sessions) {
     const list = byAgent.get(s.owner) ?? [];
     list.push(s);
@@ -329,6 +320,7 @@ function App(props: { token: string }): preact.JSX.Element {
   }
   const agents = [...byAgent.keys()].sort();
   const activeJobs = jobs.filter(isActive).length;
+  const stopped = status?.stopped ?? false;
   // Not live: the lists are whatever the last refresh saw; say so (and dim the views).
   const stale = conn !== "live";
   const staleText = updatedAt
@@ -360,12 +352,12 @@ function App(props: { token: string }): preact.JSX.Element {
         <h1>Termada</h1>
         <span class={`conn ${conn}`} data-conn={conn}>{conn}</span>
         {stale && <span class="stale-badge" data-stale role="status">{staleText}</span>}
-        <span class={`barrier ${status.stopped ? "on" : ""}`} data-barrier={String(status.stopped)}>
-          {status.stopped
-            ? `stopped until ${new Date(status.barrier_until ?? "").toLocaleTimeString()}`
+        <span class={`barrier ${stopped ? "on" : ""}`} data-barrier={String(stopped)}>
+          {stopped
+            ? `stopped until ${new Date(status?.barrier_until ?? "").toLocaleTimeString()}`
             : "running"}
         </span>
-        {status.stopped && <button type="button" onClick={resume}>Resume</button>}
+        {stopped && <button type="button" onClick={resume}>Resume</button>}
         <button
           type="button"
           class="danger stop-all"

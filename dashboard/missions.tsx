@@ -11,132 +11,24 @@
  * mission, job, approval or session events arrive.
  */
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { ApprovalActions, Confirm, type JobInfo, JobOutput, type JobOutputPage } from "./views.tsx";
+import { ApprovalActions, Confirm, JobOutput, type OutputJob } from "./views.tsx";
 import { api, type HttpError } from "./api.ts";
+import type {
+  JobEvidence,
+  JobOutputPage,
+  MissionList,
+  MissionStatus,
+  MissionSummary,
+  MissionView,
+  PendingApproval,
+  PendingView,
+  Progress as MissionProgress,
+  ToolError,
+} from "../src/wire/mod.ts";
+import { isTerminalMission } from "../src/wire/statuses.ts";
 
-export interface MissionProgress {
-  total: number;
-  passed: number;
-  failed: number;
-  skipped: number;
-  running: number;
-  pending: number;
-}
-
-export interface MissionSummary {
-  mission_id: string;
-  title: string;
-  status: string;
-  owner: string;
-  session_id: string | null;
-  progress: MissionProgress;
-  created_at: string;
-  updated_at: string;
-  /** How many approvals of the mission are waiting. */
-  pending_approvals: number;
-}
-
-export interface MissionEvidence {
-  job_id: string;
-  session_id: string;
-  command: string[];
-  status: string;
-  exit_code?: number | null;
-  signal?: string;
-  started_at?: string;
-  ended_at?: string;
-  duration_ms?: number;
-  output_bytes?: number;
-  output_sha256?: string | null;
-  approval?: {
-    approval_id: string;
-    status: string;
-    decided_by?: string | null;
-    decided_at?: string | null;
-  };
-}
-
-export interface MissionStep {
-  step_id: string;
-  index: number;
-  text: string;
-  status: string;
-  job_id?: string;
-  /** True only for a passed step with runtime evidence. */
-  verified?: boolean;
-  note?: string;
-  evidence?: MissionEvidence;
-  updated_at?: string;
-}
-
-export interface MissionApproval {
-  approval_id: string;
-  job_id: string;
-  command: string[];
-  requested_at: string;
-  session_id?: string;
-}
-
-export interface MissionTimelineEntry {
-  seq: number;
-  time: string;
-  event: string;
-  actor?: { kind?: string; id?: string };
-  summary?: string;
-  data?: Record<string, unknown>;
-}
-
-export interface MissionAttempt {
-  session_id: string;
-  attempt: number;
-  started_at: string;
-  ended_at?: string;
-  end_reason?: string;
-}
-
-export interface Mission {
-  mission_id: string;
-  title: string;
-  goal: string;
-  target?: string;
-  workspace?: string;
-  status: string;
-  owner: string;
-  session_id: string | null;
-  sessions?: MissionAttempt[];
-  steps: MissionStep[];
-  progress: MissionProgress;
-  pending_approvals?: MissionApproval[];
-  summary?: string;
-  created_at: string;
-  updated_at: string;
-  ended_at?: string;
-  timeline?: MissionTimelineEntry[];
-  timeline_total?: number;
-  timeline_dropped?: number;
-  report_sha256?: string;
-}
-
-/** An approval of the operator queue (`GET /api/approvals`), as the App holds it. */
-export interface QueuedApproval {
-  approval_id: string;
-  job_id: string;
-  owner: string;
-  session_id: string;
-  command: string[];
-  requested_at: string;
-}
-
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
-const ACTIVE = new Set(["planned", "running", "needs_attention", "interrupted"]);
-type StatusFilter =
-  | "all"
-  | "active"
-  | "needs_attention"
-  | "interrupted"
-  | "succeeded"
-  | "failed"
-  | "cancelled";
+/** "active": every mission that is not terminal (planned and running have no filter of their own). */
+type StatusFilter = "all" | "active" | Exclude<MissionStatus, "planned" | "running">;
 const FILTERS: StatusFilter[] = [
   "all",
   "active",
@@ -150,22 +42,18 @@ const FILTERS: StatusFilter[] = [
 /** Refetches at most this often (events can come in bursts). */
 const THROTTLE_MS = 500;
 
-export const isTerminalMission = (status: string): boolean => TERMINAL.has(status);
-
 const time = (iso: string | undefined) => iso ? new Date(iso).toLocaleTimeString() : "";
 const dateTime = (iso: string | undefined) => iso ? new Date(iso).toLocaleString() : "";
 
-function duration(ms: number | undefined): string {
-  if (ms === undefined) return "";
+function duration(ms: number): string {
   if (ms < 1000) return `${ms} ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   return `${Math.floor(ms / 60_000)} m ${Math.round((ms % 60_000) / 1000)} s`;
 }
 
 /** `passed/total` with a bar (a native `<progress>`: no inline style under the CSP). */
-function Progress(props: { progress: MissionProgress | undefined }): preact.JSX.Element {
-  const p = props.progress ??
-    { total: 0, passed: 0, failed: 0, skipped: 0, running: 0, pending: 0 };
+function Progress(props: { progress: MissionProgress }): preact.JSX.Element {
+  const p = props.progress;
   return (
     <span class="mission-progress" data-progress={`${p.passed}/${p.total}`}>
       <progress
@@ -190,7 +78,7 @@ function StatusBadge(props: { status: string }): preact.JSX.Element {
 /** What the App hands both the list and the detail: approvals, sessions, job output. */
 interface OperatorActions {
   /** The operator approval queue (the pinned approvals also come from there, live). */
-  approvals: QueuedApproval[];
+  approvals: PendingApproval[];
   busy: Record<string, boolean>;
   reasons: Record<string, string>;
   onReason: (id: string, reason: string) => void;
@@ -216,7 +104,7 @@ export function MissionsView(
   const [list, setList] = useState<MissionSummary[] | undefined>();
   const [listError, setListError] = useState<string | undefined>();
   const [unavailable, setUnavailable] = useState(false);
-  const [detail, setDetail] = useState<Mission | undefined>();
+  const [detail, setDetail] = useState<MissionView | undefined>();
   const [detailError, setDetailError] = useState<string | undefined>();
   const [filter, setFilter] = useState<StatusFilter>("all");
   const selectedRef = useRef(selected);
@@ -225,11 +113,11 @@ export function MissionsView(
   const load = useCallback(async () => {
     const id = selectedRef.current;
     const [l, d] = await Promise.allSettled([
-      api<{ missions: MissionSummary[] }>(token, "/api/missions?limit=200"),
-      id ? api<Mission>(token, `/api/missions/${encodeURIComponent(id)}`) : undefined,
+      api<MissionList>(token, "/api/missions?limit=200"),
+      id ? api<MissionView>(token, `/api/missions/${encodeURIComponent(id)}`) : undefined,
     ]);
     if (l.status === "fulfilled") {
-      setList(l.value.missions ?? []);
+      setList(l.value.missions);
       setListError(undefined);
       setUnavailable(false);
     } else {
@@ -286,12 +174,13 @@ export function MissionsView(
   }
   const missions = list ?? [];
   const shown = missions.filter((m) =>
-    filter === "all" || (filter === "active" ? ACTIVE.has(m.status) : m.status === filter)
+    filter === "all" || (filter === "active" ? !isTerminalMission(m.status) : m.status === filter)
   );
   const count = (f: StatusFilter) =>
     f === "all"
       ? missions.length
-      : missions.filter((m) => f === "active" ? ACTIVE.has(m.status) : m.status === f).length;
+      : missions.filter((m) => f === "active" ? !isTerminalMission(m.status) : m.status === f)
+        .length;
   return (
     <div class={`missions ${selected ? "has-selection" : ""}`}>
       <section class="mission-list" aria-label="Missions">
@@ -367,14 +256,14 @@ function MissionDetail(
   props: OperatorActions & {
     token: string;
     id: string;
-    mission: Mission | undefined;
+    mission: MissionView | undefined;
     error: string | undefined;
     reload: () => Promise<void>;
     onSelect: (id: string | undefined) => void;
   },
 ): preact.JSX.Element {
   const { id, mission: m, token } = props;
-  const [openJob, setOpenJob] = useState<JobInfo | undefined>();
+  const [openJob, setOpenJob] = useState<OutputJob | undefined>();
   const [confirming, setConfirming] = useState(false);
   const [cancelReason, setCancelReason] = useState("");
   const [cancelling, setCancelling] = useState(false);
@@ -405,19 +294,19 @@ function MissionDetail(
   // Pending approvals of the mission: from the mission itself, and live from the operator queue
   // (any approval of a job in one of the mission's sessions).
   const sessions = new Set([
-    ...(m.sessions ?? []).map((s) => s.session_id),
+    ...m.sessions.map((s) => s.session_id),
     ...(m.session_id ? [m.session_id] : []),
   ]);
-  const pinned = new Map<string, MissionApproval>();
-  for (const a of m.pending_approvals ?? []) pinned.set(a.approval_id, a);
+  const pinned = new Map<string, PendingView>();
+  for (const a of m.pending_approvals) pinned.set(a.approval_id, a);
   for (const a of props.approvals) {
     if (sessions.has(a.session_id) && !pinned.has(a.approval_id)) pinned.set(a.approval_id, a);
   }
   const terminal = isTerminalMission(m.status);
   const sessionOpen = m.session_id !== null && props.sessionIds.includes(m.session_id);
-  const steps = m.steps ?? [];
+  const steps = m.steps;
   const verified = steps.filter((s) => s.verified).length;
-  const timeline = m.timeline ?? [];
+  const timeline = m.timeline;
 
   const decide = async (approvalId: string, verb: "approve" | "deny") => {
     await props.onDecide(approvalId, verb);
@@ -438,7 +327,7 @@ function MissionDetail(
       });
       if (!res.ok) {
         const body = await res.json().catch(() => ({}));
-        const e = (body as { error?: { message?: string } }).error;
+        const e = (body as Partial<ToolError>).error;
         throw new Error(e?.message ?? `HTTP ${res.status}`);
       }
       const text = await res.text();
@@ -590,7 +479,7 @@ function MissionDetail(
             key={s.step_id}
             data-step={s.step_id}
             data-step-status={s.status}
-            data-verified={String(!!s.verified)}
+            data-verified={String(s.verified)}
           >
             <div class="step-head">
               <span class="mono">{s.step_id}</span>
@@ -630,7 +519,7 @@ function MissionDetail(
         ))}
       </ol>
       <h3>Runtime timeline</h3>
-      {(m.timeline_dropped ?? 0) > 0 && (
+      {m.timeline_dropped > 0 && (
         <p class="note">{m.timeline_dropped} later events were not kept in the timeline.</p>
       )}
       {timeline.length === 0
@@ -641,14 +530,14 @@ function MissionDetail(
               <li key={e.seq} data-timeline-event={e.event}>
                 <time title={e.time}>{time(e.time)}</time>
                 <span class="etype">{e.event}</span>
-                <span class="esum">{e.summary ?? ""}</span>
+                <span class="esum">{e.summary}</span>
               </li>
             ))}
           </ol>
         )}
       <h3>Session attempts</h3>
       <ol class="mission-attempts">
-        {(m.sessions ?? []).map((s) => (
+        {m.sessions.map((s) => (
           <li key={s.session_id} data-attempt={s.attempt}>
             #{s.attempt} <span class="mono">{s.session_id}</span> · {time(s.started_at)}
             {s.ended_at ? ` → ${time(s.ended_at)}` : " (open)"}
@@ -690,7 +579,7 @@ function MissionDetail(
 }
 
 function JobLink(
-  props: { evidence: MissionEvidence; onOpen: (job: JobInfo) => void },
+  props: { evidence: JobEvidence; onOpen: (job: OutputJob) => void },
 ): preact.JSX.Element {
   const e = props.evidence;
   return (
@@ -699,23 +588,14 @@ function JobLink(
       class="link mono"
       data-evidence-job={e.job_id}
       aria-label={`Show output of job ${e.job_id}`}
-      onClick={() =>
-        props.onOpen({
-          job_id: e.job_id,
-          owner: "",
-          session_id: e.session_id,
-          command: e.command,
-          mode: "",
-          status: e.status,
-          started_at: e.started_at ?? "",
-        })}
+      onClick={() => props.onOpen({ job_id: e.job_id, command: e.command, status: e.status })}
     >
       {e.job_id}
     </button>
   );
 }
 
-function Evidence(props: { evidence: MissionEvidence }): preact.JSX.Element {
+function Evidence(props: { evidence: JobEvidence }): preact.JSX.Element {
   const e = props.evidence;
   return (
     <dl class="evidence" data-evidence={e.job_id}>
@@ -726,10 +606,9 @@ function Evidence(props: { evidence: MissionEvidence }): preact.JSX.Element {
       <dt>result</dt>
       <dd>
         {e.status}
-        {e.exit_code !== undefined && e.exit_code !== null && `, exit code ${e.exit_code}`}
+        {e.exit_code !== undefined && `, exit code ${e.exit_code}`}
         {e.signal && `, signal ${e.signal}`}
-        {e.duration_ms !== undefined && `, ${duration(e.duration_ms)}`}
-        {e.output_bytes !== undefined && `, ${e.output_bytes} output bytes`}
+        {`, ${duration(e.duration_ms)}, ${e.output_bytes} output bytes`}
       </dd>
       {e.approval && (
         <>

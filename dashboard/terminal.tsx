@@ -7,27 +7,12 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { Terminal } from "@xterm/xterm";
 import { followStream, fromBase64, type StreamState } from "./sse.ts";
 import { mirrorStyles } from "./styles.ts";
-
-export interface SessionInfo {
-  session_id: string;
-  owner: string;
-  shell: string;
-  cwd: string;
-  state: string;
-  cols: number;
-  rows: number;
-  created_at: string;
-  current_job_id?: string;
-  /** The workspace label the session was opened with, when set. */
-  workspace?: string;
-  /** The lease holder paused what agents read from the session's job. */
-  output_paused?: boolean;
-}
+import type { OperatorSession, ToolError } from "../src/wire/mod.ts";
 
 /** A session's card: a live terminal when followed, else a button to follow it. */
 export function SessionCard(
   props: {
-    session: SessionInfo;
+    session: OperatorSession;
     token: string;
     live: boolean;
     onFollow: () => void;
@@ -96,7 +81,7 @@ export class OperatorLink {
     });
     const body = await res.json().catch(() => ({}));
     if (!res.ok) {
-      const e = (body as { error?: { message?: string } }).error;
+      const e = (body as Partial<ToolError>).error;
       throw new Error(e?.message ?? `HTTP ${res.status}`);
     }
     return body;
@@ -193,7 +178,7 @@ export class OperatorLink {
 }
 
 function SessionTerminal(
-  props: { session: SessionInfo; token: string; onLease?: () => void },
+  props: { session: OperatorSession; token: string; onLease?: () => void },
 ): preact.JSX.Element {
   const host = useRef<HTMLDivElement>(null);
   const termRef = useRef<Terminal | undefined>(undefined);

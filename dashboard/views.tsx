@@ -8,30 +8,11 @@
  */
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
+import type { JobOutputPage, OperatorJob } from "../src/wire/mod.ts";
+import { isActiveStatus } from "../src/wire/statuses.ts";
 
-export interface JobInfo {
-  owner: string;
-  job_id: string;
-  session_id: string;
-  command: string[];
-  mode: string;
-  status: string;
-  exit_code?: number;
-  signal?: string;
-  started_at: string;
-  duration_ms?: number;
-}
-
-/** `GET /api/jobs/:id/output`: one page of a job's cleaned output. */
-export interface JobOutputPage {
-  job_id: string;
-  owner: string;
-  status: string;
-  output: string;
-  next_cursor: string;
-  has_more: boolean;
-  gap?: { from_offset: number; to_offset: number; dropped_bytes: number };
-}
+/** The job a `JobOutput` panel shows: a listed job, or a mission step's evidence job. */
+export type OutputJob = Pick<OperatorJob, "job_id" | "command"> & { status: string };
 
 /** The audit chain check (`GET /api/audit/verify`), or why it could not run. */
 export interface VerifyInfo {
@@ -50,11 +31,9 @@ export interface FeedEvent {
   data: Record<string, unknown> & { actor?: { kind?: string; id?: string } };
 }
 
-const ACTIVE = new Set(["running", "pending_approval", "awaiting_input"]);
-export const isActive = (j: JobInfo): boolean => ACTIVE.has(j.status);
+export const isActive = (j: OperatorJob): boolean => isActiveStatus(j.status);
 
-function duration(ms: number | undefined): string {
-  if (ms === undefined) return "";
+function duration(ms: number): string {
   if (ms < 1000) return `${ms} ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   return `${Math.floor(ms / 60_000)} m ${Math.round((ms % 60_000) / 1000)} s`;
@@ -106,7 +85,7 @@ export function Confirm(props: {
 
 /** One job's output, read page by page ("Load more" follows `next_cursor`). */
 export function JobOutput(props: {
-  job: JobInfo;
+  job: OutputJob;
   load: (id: string, cursor?: string) => Promise<JobOutputPage>;
   onClose: () => void;
 }): preact.JSX.Element {
@@ -114,7 +93,7 @@ export function JobOutput(props: {
   const [text, setText] = useState("");
   const [next, setNext] = useState<string | undefined>();
   const [more, setMore] = useState(false);
-  const [status, setStatus] = useState(props.job.status);
+  const [status, setStatus] = useState<string>(props.job.status);
   const [loading, setLoading] = useState(false);
   const [error, setError] = useState<string | undefined>();
   const gen = useRef(0);
@@ -170,16 +149,16 @@ export function JobOutput(props: {
 }
 
 export function JobsView(props: {
-  jobs: JobInfo[];
+  jobs: OperatorJob[];
   busy: Record<string, boolean>;
-  onKill: (job: JobInfo) => void;
+  onKill: (job: OperatorJob) => void;
   loadOutput: (id: string, cursor?: string) => Promise<JobOutputPage>;
 }): preact.JSX.Element {
   const [open, setOpen] = useState<string | undefined>();
   const active = props.jobs.filter(isActive);
   const recent = props.jobs.filter((j) => !isActive(j));
   const opened = props.jobs.find((j) => j.job_id === open);
-  const row = (j: JobInfo) => (
+  const row = (j: OperatorJob) => (
     <tr
       key={j.job_id}
       data-job={j.job_id}
@@ -227,7 +206,7 @@ export function JobsView(props: {
       </td>
     </tr>
   );
-  const table = (list: JobInfo[], empty: string) =>
+  const table = (list: OperatorJob[], empty: string) =>
     list.length === 0 ? <p class="empty">{empty}</p> : (
       <table class="jobs">
         <thead>
@@ -367,7 +346,7 @@ export interface AgentRow {
 /** Agents seen in sessions, jobs and events, with their last command. */
 export function agentRows(
   sessions: { owner: string }[],
-  jobs: JobInfo[],
+  jobs: OperatorJob[],
   events: FeedEvent[],
 ): AgentRow[] {
   const rows = new Map<string, AgentRow>();

@@ -9,15 +9,22 @@ import type { OperatorOps } from "../control/mod.ts";
 import type { MissionService } from "../mission/mod.ts";
 import { type EventBus, TermadaError } from "../shared/mod.ts";
 import {
+  type ApprovalList,
+  type AuditResumeResult,
   type DaemonStatus,
+  type Decision,
   DecisionInput,
   JobOutputQuery,
   KillInput,
   MissionCancelInput,
   MissionListInput,
+  type OperatorJobList,
+  type OperatorKillResult,
+  type OperatorSessionList,
   OperatorTypeInput,
   ResizeInput,
   StopInput,
+  type StopResult,
 } from "../wire/mod.ts";
 import { type AppEnv, body, operatorGuard, operatorOf, query } from "./http.ts";
 import { eventsStream, terminalStream } from "./streams.ts";
@@ -69,7 +76,10 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
         audit_healthy: ops.auditHealthy,
       } satisfies DaemonStatus,
     ));
-  api.get("/approvals", (c) => c.json({ approvals: ops.pendingApprovals() }));
+  api.get(
+    "/approvals",
+    (c) => c.json({ approvals: ops.pendingApprovals() } satisfies ApprovalList),
+  );
   api.get("/policy", (c) => {
     if (!options.policy) throw new TermadaError("NOT_SUPPORTED", "No policy");
     return c.json(options.policy());
@@ -77,23 +87,28 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
   api.post("/approvals/:id/approve", async (c) => {
     const b = await body(c, DecisionInput);
     await ops.approve(operatorOf(c), c.req.param("id"), b.reason);
-    return c.json({ ok: true, approval_id: c.req.param("id"), approved: true });
+    return c.json({ ok: true, approval_id: c.req.param("id"), approved: true } satisfies Decision);
   });
   api.post("/approvals/:id/deny", async (c) => {
     const b = await body(c, DecisionInput);
     await ops.deny(operatorOf(c), c.req.param("id"), b.reason);
-    return c.json({ ok: true, approval_id: c.req.param("id"), approved: false });
+    return c.json(
+      { ok: true, approval_id: c.req.param("id"), approved: false } satisfies Decision,
+    );
   });
   api.post("/stop", async (c) => {
     const r = await ops.stopAll(operatorOf(c), await body(c, StopInput));
-    return c.json({ ok: true, ...r });
+    return c.json({ ok: true, ...r } satisfies StopResult);
   });
   api.post("/resume", (c) => {
     ops.resumeAdmissions(operatorOf(c));
     return c.json({ ok: true });
   });
-  api.post("/audit/resume", (c) => c.json({ ok: true, ...ops.resumeAudit(operatorOf(c)) }));
-  api.get("/sessions", (c) => c.json({ sessions: ops.sessions() }));
+  api.post(
+    "/audit/resume",
+    (c) => c.json({ ok: true, ...ops.resumeAudit(operatorOf(c)) } satisfies AuditResumeResult),
+  );
+  api.get("/sessions", (c) => c.json({ sessions: ops.sessions() } satisfies OperatorSessionList));
 
   // Takeover: an explicit keyboard lease. Every handoff and keystroke batch is audited first.
   const lease = (name: string, f: (op: ReturnType<typeof operatorOf>, id: string) => unknown) =>
@@ -116,7 +131,10 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
     return c.json({ ok: true });
   });
 
-  api.get("/jobs", (c) => c.json({ jobs: ops.jobs(query(c, JobsQuery).limit ?? 100) }));
+  api.get(
+    "/jobs",
+    (c) => c.json({ jobs: ops.jobs(query(c, JobsQuery).limit ?? 100) } satisfies OperatorJobList),
+  );
   // One job's output (any agent's), a page at a time: the page an agent's exec_poll gets.
   api.get("/jobs/:id/output", (c) => {
     const q = query(c, JobOutputQuery);

@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { Id, LIMITS, Path, Text } from "./common.ts";
 import { ShellName } from "./sessions.ts";
-import { MISSION_STATUSES, STEP_STATUSES } from "./statuses.ts";
+import { APPROVAL_STATUSES, JOB_STATUSES, MISSION_STATUSES, STEP_STATUSES } from "./statuses.ts";
 import { idPattern } from "../shared/mod.ts";
 
 /** Longest goal, step text, title, note and summary (the store checks the same bounds). */
@@ -83,7 +83,7 @@ const Iso = z.string();
 
 export const ApprovalEvidence = z.object({
   approval_id: z.string(),
-  status: z.string(),
+  status: z.enum(APPROVAL_STATUSES),
   decided_by: z.string().nullable(),
   decided_at: z.string().nullable(),
   rule: z.string().nullable(),
@@ -95,7 +95,7 @@ export const JobEvidence = z.object({
   job_id: z.string(),
   session_id: z.string(),
   command: z.array(z.string()),
-  status: z.string(),
+  status: z.enum(JOB_STATUSES),
   exit_code: z.number().int().optional(),
   signal: z.string().optional(),
   cwd: z.string().optional(),

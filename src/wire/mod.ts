@@ -100,6 +100,7 @@ export {
 } from "./missions.ts";
 export {
   ApprovalList,
+  AuditResumeResult,
   DaemonStatus,
   Decision,
   DecisionInput,

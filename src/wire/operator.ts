@@ -25,6 +25,7 @@ export const PendingApproval = z.object({
 export type PendingApproval = z.infer<typeof PendingApproval>;
 
 export const ApprovalList = z.object({ approvals: z.array(PendingApproval) });
+export type ApprovalList = z.infer<typeof ApprovalList>;
 
 export const DecisionInput = z.strictObject({ reason: Text(1000).optional() });
 export type DecisionInput = z.output<typeof DecisionInput>;
@@ -53,6 +54,7 @@ export type StopResult = z.infer<typeof StopResult>;
 export const OperatorSession = SessionInfo.extend({ owner: z.string() });
 export type OperatorSession = z.infer<typeof OperatorSession>;
 export const OperatorSessionList = z.object({ sessions: z.array(OperatorSession) });
+export type OperatorSessionList = z.infer<typeof OperatorSessionList>;
 
 export const SessionLeaseResult = z.object({ ok: z.boolean(), session: SessionInfo });
 export type SessionLeaseResult = z.infer<typeof SessionLeaseResult>;
@@ -66,11 +68,22 @@ export type ResizeInput = z.output<typeof ResizeInput>;
 export const OperatorJob = JobSummary.extend({ owner: z.string() });
 export type OperatorJob = z.infer<typeof OperatorJob>;
 export const OperatorJobList = z.object({ jobs: z.array(OperatorJob) });
+export type OperatorJobList = z.infer<typeof OperatorJobList>;
 
 export const KillInput = z.strictObject({ grace_ms: Ms(LIMITS.killGraceMs).optional() });
 export type KillInput = z.output<typeof KillInput>;
 
 export const OperatorKillResult = z.object({ ok: z.boolean(), job: OperatorJob });
+export type OperatorKillResult = z.infer<typeof OperatorKillResult>;
+
+/** `termada audit resume` / `POST /api/audit/resume`. */
+export const AuditResumeResult = z.object({
+  ok: z.boolean(),
+  resumed: z.boolean(),
+  failure: z.string(),
+  verified_records: z.number().int(),
+});
+export type AuditResumeResult = z.infer<typeof AuditResumeResult>;
 
 export const JobOutputQuery = z.strictObject({
   cursor: Cursor.optional(),

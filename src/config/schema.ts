@@ -4,6 +4,7 @@
  * Keys are snake_case as in the YAML file; `engineOptionsFrom` maps them to the engine's names.
  */
 import { z } from "zod";
+import { compileRegex } from "../shared/mod.ts";
 import type { TermadaPaths } from "./paths.ts";
 import { MAX_SOCKET_PATH_BYTES, mcpSocketBeside } from "./paths.ts";
 
@@ -38,6 +39,21 @@ function section<T extends z.ZodType>(schema: T) {
 }
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
+
+/**
+ * A regular expression the linear-time engine accepts (JavaScript syntax without backreferences
+ * or lookaround): config patterns run over output agents control, so none may backtrack.
+ */
+function linearRegex(source: string, ctx: z.RefinementCtx): void {
+  try {
+    compileRegex(source);
+  } catch (err) {
+    const why = err instanceof Error
+      ? err.message.replace(/^Invalid "pattern": /, "")
+      : String(err);
+    ctx.addIssue({ code: "custom", message: `is not a usable regular expression: ${why}` });
+  }
+}
 
 const AbsolutePath = (maxBytes: number) =>
   z.string()
@@ -162,14 +178,7 @@ const Jobs = z.strictObject({
 const Redaction = z.strictObject({
   /** Extra regexes (JavaScript syntax, ASCII) masked in outputs, prompts and the audit log. */
   patterns: z.array(
-    z.string().min(1).max(1024).refine((src) => {
-      try {
-        new RegExp(src, "g");
-        return true;
-      } catch {
-        return false;
-      }
-    }, "is not a valid regular expression"),
+    z.string().min(1).max(1024).superRefine((src, ctx) => linearRegex(src, ctx)),
   ).max(64).default([]),
 });
 
@@ -188,18 +197,9 @@ const RulePattern = z.string()
 const RuleList = section(z.array(RulePattern).max(CONFIG_LIMITS.rulesPerList).default([]));
 
 const AutoAnswer = z.strictObject({
-  prompt: z.string().min(1).max(CONFIG_LIMITS.promptChars).superRefine((prompt, ctx) => {
-    try {
-      new RegExp(prompt);
-    } catch (err) {
-      ctx.addIssue({
-        code: "custom",
-        message: `is not a valid regular expression: ${
-          err instanceof Error ? err.message : String(err)
-        }`,
-      });
-    }
-  }),
+  prompt: z.string().min(1).max(CONFIG_LIMITS.promptChars).superRefine((prompt, ctx) =>
+    linearRegex(prompt, ctx)
+  ),
   answer: z.string().max(CONFIG_LIMITS.answerChars)
     .refine((s) => !s.includes("\0"), "must not contain NUL"),
 });

@@ -271,3 +271,15 @@ Deno.test("policies: an unknown policy name is a config error on its own line", 
     /line 1: invalid value for "default_policy": no policy named "default"/,
   );
 });
+
+Deno.test("config regexes must run in linear time: backreferences and lookaround are refused", () => {
+  for (const bad of ["(a)\\1", "(?=x)y", "(?<!a)b"]) {
+    const r = Config.safeParse({ redaction: { patterns: [bad] } });
+    assert.equal(r.success, false, bad);
+    const a = Config.safeParse({
+      policies: { default: { auto_answer: [{ prompt: bad, answer: "y" }] } },
+    });
+    assert.equal(a.success, false, bad);
+  }
+  assert.equal(Config.safeParse({ redaction: { patterns: ["corp-[0-9]{6}"] } }).success, true);
+});

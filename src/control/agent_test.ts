@@ -609,3 +609,34 @@ Deno.test("redaction patterns from the configuration mask job output and the raw
   const raw = new TextDecoder().decode(te.engine.sessionOf(A, r.session_id).ring.snapshot());
   assert.ok(!raw.includes("corp-123456"));
 });
+
+Deno.test("a catastrophic pattern cannot stall the daemon: waits match in linear time", async () => {
+  await using te = await testRuntime();
+  const e = te.engine;
+  const s = await e.start(A, { command: ["printf", "%s", "a".repeat(5000)] });
+  await e.wait(A, { job_id: s.job_id, timeout_ms: 10_000 });
+  // With a backtracking engine this pattern over 28 characters took seconds; over 5000, forever.
+  const w = await e.wait(A, {
+    job_id: s.job_id,
+    until: { pattern: "^(a+)+b$" },
+    timeout_ms: 200,
+  });
+  assert.equal(w.matched, "exit");
+  const hit = await e.wait(A, {
+    job_id: s.job_id,
+    until: { pattern: "(a|aa)+$" },
+    timeout_ms: 200,
+  });
+  assert.equal(hit.matched, "pattern");
+  assert.equal(hit.match?.length, 5000);
+  // Another agent's call is served meanwhile: nothing was blocked.
+  assert.equal((await e.run("b", { command: ["echo", "free"] })).output, "free\n");
+  await rejectsWith(
+    () => e.wait(A, { job_id: s.job_id, until: { pattern: "(a)\\1" } }),
+    "INVALID_ARGUMENT",
+  );
+  await rejectsWith(
+    () => e.wait(A, { job_id: s.job_id, until: { pattern: "(?<=a)b" } }),
+    "INVALID_ARGUMENT",
+  );
+});

@@ -25,6 +25,7 @@ import { Control, SYSTEM } from "../control/mod.ts";
 import { MissionService } from "../mission/mod.ts";
 import { Redactor } from "../output/mod.ts";
 import {
+  compileRegex,
   EventBus,
   logger,
   randomHex,
@@ -150,7 +151,9 @@ export class Daemon {
       // The audit log opens before anything can run; a broken chain stops the start here.
       const auditDir = join(paths.stateDir, "audit");
       const redactor = new Redactor({
-        extraPatterns: config.redaction.patterns.map((p) => new RegExp(p, "g")),
+        extraPatterns: config.redaction.patterns.map((p) =>
+          compileRegex(p, { label: "redaction.patterns" })
+        ),
       });
       const redact = (text: string) => decoder.decode(redactor.redact(encoder.encode(text)));
       const audit = AuditLog.open(auditDir, { redact });

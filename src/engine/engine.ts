@@ -8,7 +8,8 @@
 import { join } from "node:path";
 import { sharedPoller } from "../pty/mod.ts";
 import type { ShellKind } from "../shell/mod.ts";
-import { type Clock, newId, systemClock, TermadaError } from "../shared/mod.ts";
+import type { Matcher } from "../output/mod.ts";
+import { type Clock, compileRegex, newId, systemClock, TermadaError } from "../shared/mod.ts";
 import type { SessionCreateInput } from "../wire/mod.ts";
 import type { Job } from "./job.ts";
 import { Leases } from "./lease.ts";
@@ -68,7 +69,7 @@ export class Engine {
   readonly clock: Clock;
   #opts: EngineOptions;
   #env: Record<string, string>;
-  #redactPatterns: RegExp[];
+  #redactPatterns: Matcher[];
   #observers: EngineObservers = {};
   #closed = false;
 
@@ -78,7 +79,9 @@ export class Engine {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.output = { ...DEFAULT_OUTPUT, ...options.output };
     this.#env = baseEnv(options.env);
-    this.#redactPatterns = (options.redactPatterns ?? []).map((p) => new RegExp(p, "g"));
+    this.#redactPatterns = (options.redactPatterns ?? []).map((p) =>
+      compileRegex(p, { label: "redaction.patterns" })
+    );
     this.registry = new Registry(this.limits, this.clock);
     this.reads = new JobReader(this.clock, this.output);
     this.leases = new Leases(this.clock);

@@ -5,7 +5,7 @@
  * failed) and gives the hold back. Also stopping (INT → TERM → KILL), signals and typed input.
  * Nothing here decides whether something may run: that is src/control, the only caller.
  */
-import { Redactor } from "../output/mod.ts";
+import { type Matcher, Redactor } from "../output/mod.ts";
 import type { SignalName } from "../pty/mod.ts";
 import { argvToScript, scopeScript, type ShellKind } from "../shell/mod.ts";
 import { type Clock, newId, TermadaError, within } from "../shared/mod.ts";
@@ -38,7 +38,7 @@ export interface LifecycleOptions {
   registry: Registry;
   clock: Clock;
   output: JobOutputOptions;
-  redactPatterns: readonly RegExp[];
+  redactPatterns: readonly Matcher[];
   env: Record<string, string>;
   defaultShell: ShellKind;
   defaultCwd: () => string;

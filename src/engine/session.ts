@@ -9,6 +9,7 @@
 import { dirname } from "node:path";
 import {
   AsciicastRecorder,
+  type Matcher,
   RawRing,
   Redactor,
   ScreenMirror,
@@ -54,7 +55,7 @@ export interface SessionOptions {
   recording?: { maxFileBytes: number; keepFiles: number };
   ringBytes: number;
   /** Extra redaction patterns from the configuration. */
-  redactPatterns?: readonly RegExp[];
+  redactPatterns?: readonly Matcher[];
   userRc: boolean;
   clock: Clock;
   startTimeoutMs: number;

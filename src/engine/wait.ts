@@ -4,7 +4,7 @@
  * clients that asked for them. A wait deadline never affects the job.
  */
 import { decodeCursor, encodeCursor } from "../output/mod.ts";
-import { type Clock, invalidArgument } from "../shared/mod.ts";
+import { type Clock, compileRegex, type LinearRegex } from "../shared/mod.ts";
 import type { Job } from "./job.ts";
 
 export type Matched = "exit" | "pattern" | "prompt" | "idle" | "timeout";
@@ -12,7 +12,7 @@ export type Matched = "exit" | "pattern" | "prompt" | "idle" | "timeout";
 export interface WaitConditions {
   exit?: boolean;
   prompt?: boolean;
-  pattern?: RegExp;
+  pattern?: LinearRegex;
   idleMs?: number;
 }
 
@@ -31,14 +31,30 @@ export interface WaitOptions {
 const OVERLAP = 1024;
 /** Most bytes searched per change (bounds regex work on floods; older text is skipped). */
 const SCAN_WINDOW = 256 * 1024;
+/**
+ * Most regex VM steps one change may cost (text × program size): the window shrinks for large
+ * programs, so no wait check blocks the daemon for more than a few tens of milliseconds.
+ */
+export const SCAN_STEPS = 16_000_000;
+/** Largest program an agent's pattern may compile to (see src/shared/regex.ts). */
+export const PATTERN_PROGRAM_LIMIT = 2000;
 
-/** Compiles an agent's pattern; a bad one is INVALID_ARGUMENT. */
-export function compilePattern(source: string): RegExp {
-  try {
-    return new RegExp(source, "m");
-  } catch (err) {
-    throw invalidArgument(`Invalid "until.pattern": ${(err as Error).message}`);
-  }
+/**
+ * Compiles an agent's pattern with the linear-time engine (multiline, JavaScript syntax without
+ * backreferences or lookaround): no pattern can make a wait backtrack. A bad or unsupported one
+ * is INVALID_ARGUMENT naming the construct.
+ */
+export function compilePattern(source: string): LinearRegex {
+  return compileRegex(source, {
+    flags: "m",
+    label: "until.pattern",
+    maxProgram: PATTERN_PROGRAM_LIMIT,
+  });
+}
+
+/** Characters of new text one check may search with `re` (SCAN_STEPS / program size). */
+export function scanWindow(re: LinearRegex): number {
+  return Math.max(OVERLAP * 2, Math.min(SCAN_WINDOW, Math.floor(SCAN_STEPS / re.programSize)));
 }
 
 export function waitForJob(
@@ -51,12 +67,13 @@ export function waitForJob(
   let scanned = Math.max(options.fromOffset, job.buffer.startOffset);
   let carry = "";
 
+  const window = until.pattern ? scanWindow(until.pattern) : SCAN_WINDOW;
   const scan = (): string | undefined => {
     const re = until.pattern;
     if (!re) return undefined;
     const total = job.buffer.totalBytes;
-    if (total - scanned > SCAN_WINDOW) {
-      scanned = total - SCAN_WINDOW;
+    if (total - scanned > window) {
+      scanned = total - window;
       carry = "";
     }
     scanned = Math.max(scanned, job.buffer.startOffset);
@@ -69,8 +86,8 @@ export function waitForJob(
     }
     const text = carry + fresh;
     carry = text.slice(-OVERLAP);
-    const m = re.exec(text) ?? re.exec(carry + job.pendingText());
-    return m ? m[0] : undefined;
+    const m = re.exec(text) ?? re.exec(carry + job.pendingText().slice(0, window));
+    return m ? m.match : undefined;
   };
 
   const check = (): { matched: Matched; match?: string } | undefined => {

@@ -12,9 +12,16 @@ export interface RedactorOptions {
   literals?: string[];
   /**
    * Extra patterns from the configuration (matched over the bytes as Latin-1, so offsets are
-   * byte offsets: write them in ASCII). The whole match is masked.
+   * byte offsets: write them in ASCII). The whole match is masked. They run over output agents
+   * control, so they are compiled with the linear-time engine (src/shared/regex.ts): no output
+   * can make them backtrack.
    */
-  extraPatterns?: readonly RegExp[];
+  extraPatterns?: readonly Matcher[];
+}
+
+/** A compiled pattern (src/shared's LinearRegex satisfies it). */
+export interface Matcher {
+  exec(text: string, from?: number): { index: number; end: number } | null;
 }
 
 /** Adds the byte spans of every non-empty match of `patterns` in d[from, to). */
@@ -22,13 +29,17 @@ function extraSpans(
   d: Uint8Array,
   from: number,
   to: number,
-  patterns: readonly RegExp[],
+  patterns: readonly Matcher[],
   spans: number[],
 ): void {
   const text = latin1.decode(d.subarray(from, to));
   for (const re of patterns) {
-    for (const m of text.matchAll(re)) {
-      if (m[0].length > 0) spans.push(from + m.index!, from + m.index! + m[0].length);
+    let at = 0;
+    while (at <= text.length) {
+      const m = re.exec(text, at);
+      if (!m) break;
+      if (m.end > m.index) spans.push(from + m.index, from + m.end);
+      at = m.end > m.index ? m.end : m.index + 1;
     }
   }
 }
@@ -359,13 +370,11 @@ export class Redactor {
   /** PEM block state of the redact() stream of lines. */
   readonly #pem: PemState = { inBlock: false, lines: 0 };
 
-  #extra: RegExp[];
+  #extra: readonly Matcher[];
 
   constructor(options: RedactorOptions = {}) {
     this.#patterns = options.patterns ?? true;
-    this.#extra = (options.extraPatterns ?? []).map((re) =>
-      new RegExp(re.source, re.flags.includes("g") ? re.flags : re.flags + "g")
-    );
+    this.#extra = options.extraPatterns ?? [];
     for (const secret of options.literals ?? []) this.addLiteral(secret);
   }
 

@@ -10,6 +10,7 @@ import {
   analyzeLine,
   type FoundCommand,
 } from "./_analyze.ts";
+import { compileRegex, type LinearRegex } from "../shared/mod.ts";
 import { type CompiledGlob, compileGlob, matchEvery, matchSome } from "./glob.ts";
 import { literalWord, subjectOf } from "./_words.ts";
 
@@ -51,7 +52,7 @@ export class CompiledPolicy {
   readonly allow: readonly CompiledGlob[];
   readonly deny: readonly CompiledGlob[];
   readonly confirm: readonly CompiledGlob[];
-  readonly autoAnswer: readonly { prompt: RegExp; answer: string }[];
+  readonly autoAnswer: readonly { prompt: LinearRegex; answer: string }[];
 
   constructor(rules: PolicyRules) {
     this.rules = rules;
@@ -59,7 +60,8 @@ export class CompiledPolicy {
     this.deny = rules.deny.map(compileGlob);
     this.confirm = rules.confirm.map(compileGlob);
     this.autoAnswer = (rules.auto_answer ?? []).map((a) => ({
-      prompt: new RegExp(a.prompt),
+      // Matched against prompt text an agent's program prints: linear time, never backtracking.
+      prompt: compileRegex(a.prompt, { label: "auto_answer.prompt" }),
       answer: a.answer,
     }));
   }

@@ -167,7 +167,12 @@ Deno.test("compilePolicy: compiled once, same decisions; bad patterns throw", ()
   assert.throws(() => compilePolicy({ allow: [""], deny: [], confirm: [] }), RangeError);
   assert.throws(
     () => compilePolicy({ ...NONE, auto_answer: [{ prompt: "(", answer: "y" }] }),
-    SyntaxError,
+    /Invalid "auto_answer.prompt"/,
+  );
+  // Prompts are matched in linear time: a backreference cannot be compiled at all.
+  assert.throws(
+    () => compilePolicy({ ...NONE, auto_answer: [{ prompt: "(a)\\1", answer: "y" }] }),
+    /backreferences are not supported/,
   );
   assert.equal(
     compilePolicy({ ...NONE, auto_answer: [{ prompt: "^y/n", answer: "y" }] })

@@ -20,3 +20,10 @@ export { type Clock, systemClock } from "./clock.ts";
 export { delay, within } from "./async.ts";
 export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";
 export { seededRandom } from "./prng.ts";
+export {
+  compileRegex,
+  type CompileRegexOptions,
+  type LinearRegex,
+  REGEX_LIMITS,
+  type RegexMatch,
+} from "./regex.ts";

@@ -143,10 +143,8 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
   // An operator stops one job of any agent: audited before it acts, then the engine's stop path.
   api.post("/jobs/:id/kill", async (c) => {
     const b = await body(c, KillInput);
-    return c.json({
-      ok: true,
-      job: await ops.killJob(operatorOf(c), c.req.param("id"), b.grace_ms),
-    });
+    const job = await ops.killJob(operatorOf(c), c.req.param("id"), b.grace_ms);
+    return c.json({ ok: true, job } satisfies OperatorKillResult);
   });
 
   api.get("/events", (c) => {

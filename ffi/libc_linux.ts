@@ -83,6 +83,15 @@ export const LIBC_LINUX = {
   readdir: { parameters: ["pointer"], result: "pointer" },
   // int closedir(DIR *dirp);
   closedir: { parameters: ["pointer"], result: "i32" },
+  // int socket(int domain, int type, int protocol);
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  // int connect(int fd, const struct sockaddr *addr, socklen_t len);
+  connect: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  // int shutdown(int fd, int how);
+  shutdown: { parameters: ["i32", "i32"], result: "i32" },
+  // int poll(struct pollfd *fds, nfds_t nfds, int timeout);  — blocking, ON the calling thread:
+  // only for a process with nothing else to do (the stdio shim's relay loop).
+  poll_here: { name: "poll", parameters: ["buffer", "u64", "i32"], result: "i32" },
   // int *__errno_location(void);
   __errno_location: { parameters: [], result: "pointer" },
   // char *strerror(int errnum);
@@ -118,6 +127,13 @@ export const LINUX = {
   ECHILD: 10,
   EAGAIN: 11,
   ESRCH: 3,
+  EPIPE: 32,
+  AF_UNIX: 1,
+  SOCK_STREAM: 1,
+  SOCK_CLOEXEC: 0o2000000,
+  SHUT_WR: 1,
+  /** struct sockaddr_un: sa_family_t (u16) + sun_path[108]. */
+  SIZEOF_SOCKADDR_UN: 110,
   /** termios c_lflag bits and offset (struct termios: iflag, oflag, cflag, lflag: u32 each). */
   TERMIOS_LFLAG_OFFSET: 12,
   /** struct dirent (glibc, 64-bit): d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name. */

@@ -10,7 +10,9 @@ import { ROOT } from "./_daemon.ts";
 const ALLOWED: Record<string, string[]> = {
   shared: [],
   wire: ["shared"],
-  config: ["shared"],
+  paths: ["shared"],
+  ipc: ["shared"],
+  config: ["shared", "paths"],
   audit: ["shared"],
   store: ["shared", "wire"],
   output: ["shared"],
@@ -22,9 +24,12 @@ const ALLOWED: Record<string, string[]> = {
   mission: ["shared", "wire", "control", "store", "audit", "shell"],
   mcp: ["shared", "wire", "control", "mission"],
   api: ["shared", "wire", "control", "mcp", "mission"],
+  client: ["shared", "paths", "ipc", "config"],
   daemon: [
     "shared",
     "wire",
+    "paths",
+    "ipc",
     "config",
     "audit",
     "store",
@@ -35,11 +40,11 @@ const ALLOWED: Record<string, string[]> = {
     "mcp",
     "api",
   ],
-  cli: ["shared", "wire", "config", "audit", "daemon"],
+  cli: ["shared", "wire", "config", "audit", "client", "daemon"],
 };
 
 /** The edges: what agents and operators talk to. None of them may import the engine. */
-const EDGES = ["mcp", "api", "cli"];
+const EDGES = ["mcp", "api", "cli", "client"];
 
 interface Import {
   file: string;

@@ -575,7 +575,7 @@ Deno.test("open refuses a broken chain, naming the first broken seq", async (t) 
   });
 });
 
-Deno.test("appendDurable resolves after one group sync shared by concurrent records", async () => {
+Deno.test("a lone intent is synced inline; close ones share a group sync", async () => {
   await withDirAsync(async (dir) => {
     let syncs = 0;
     const io: AuditIo = {
@@ -636,10 +636,13 @@ Deno.test("close syncs what was written lazily; a failed group sync latches the 
     try {
       log.write(AGENT, "job.finished", { i: 1 });
       failAsync = true;
+      // The first of two close intents is synced inline; the second joins a group sync, which fails.
+      const first = log.appendDurable(AGENT, "job.requested", { i: 2 });
       await assert.rejects(
-        () => log.appendDurable(AGENT, "job.requested", { i: 2 }),
+        () => log.appendDurable(AGENT, "job.requested", { i: 3 }),
         isUnavailable,
       );
+      await first;
       assert.equal(log.healthy, false);
       assert.throws(() => log.append(AGENT, "job.requested"), isUnavailable);
     } finally {

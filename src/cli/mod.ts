@@ -3,19 +3,7 @@
  * code; only mod.ts turns it into the process exit status. Errors print as one line on stderr.
  */
 import { TermadaError, toTermadaError } from "../shared/mod.ts";
-import { runCommand } from "./run.ts";
-import { serveCommand } from "./serve.ts";
-import {
-  approveCommand,
-  auditCommand,
-  dashboardCommand,
-  denyCommand,
-  missionCommand,
-  type OperatorContext,
-  pendingCommand,
-  resumeCommand,
-  stopCommand,
-} from "./operator.ts";
+import type { OperatorContext } from "./operator.ts";
 
 export const VERSION = "0.1.0";
 
@@ -48,18 +36,24 @@ Usage:
 
 const OUT: OperatorContext = { out: (t) => write(Deno.stdout, t) };
 
+// Each command loads only its own modules: `serve --stdio` (started once per agent session)
+// must not pay for the daemon's.
+const operator = () => import("./operator.ts");
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
-  run: runCommand,
-  pending: (a) => pendingCommand(a, OUT),
-  approve: (a) => approveCommand(a, OUT),
-  deny: (a) => denyCommand(a, OUT),
-  stop: (a) => stopCommand(a, OUT),
-  resume: (a) => resumeCommand(a, OUT),
-  audit: (a) => auditCommand(a, OUT),
-  dashboard: (a) => dashboardCommand(a, OUT),
-  mission: (a) => missionCommand(a, OUT),
-  serve: (args) =>
-    serveCommand(args, { version: VERSION, print: (t) => void write(Deno.stderr, t) }),
+  run: async (a) => (await import("./run.ts")).runCommand(a),
+  pending: async (a) => (await operator()).pendingCommand(a, OUT),
+  approve: async (a) => (await operator()).approveCommand(a, OUT),
+  deny: async (a) => (await operator()).denyCommand(a, OUT),
+  stop: async (a) => (await operator()).stopCommand(a, OUT),
+  resume: async (a) => (await operator()).resumeCommand(a, OUT),
+  audit: async (a) => (await operator()).auditCommand(a, OUT),
+  dashboard: async (a) => (await operator()).dashboardCommand(a, OUT),
+  mission: async (a) => (await operator()).missionCommand(a, OUT),
+  serve: async (args) =>
+    (await import("./serve.ts")).serveCommand(args, {
+      version: VERSION,
+      print: (t) => void write(Deno.stderr, t),
+    }),
   version: async () => {
     await write(Deno.stdout, `termada ${VERSION}\n`);
     return 0;

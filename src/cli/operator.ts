@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { type AuditRecord, verifyAudit } from "../audit/mod.ts";
 import { effectivePaths, loadConfig, resolvePaths, type TermadaPaths } from "../config/mod.ts";
-import { daemonAlive, socketFetch } from "../daemon/mod.ts";
+import { daemonAlive, socketFetch } from "../client/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
 
 export interface OperatorContext {

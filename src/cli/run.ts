@@ -8,8 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { effectivePaths, loadConfig, resolvePaths } from "../config/mod.ts";
-import { ensureDaemon, SocketClientTransport } from "../daemon/mod.ts";
+import { connectMcp, daemonSocket, SocketClientTransport } from "../client/mod.ts";
 import { type ErrorCode, TermadaError } from "../shared/mod.ts";
 import { selfCommand } from "./serve.ts";
 
@@ -37,13 +36,11 @@ export async function runCommand(args: string[]): Promise<number> {
     throw new TermadaError("INVALID_ARGUMENT", `"--timeout" must be 0 to 600000 ms`);
   }
   const env = Deno.env.toObject();
-  const base = resolvePaths({ env, configFile: values.config });
-  const { config } = await loadConfig(base.configFile, env, {
-    required: values.config !== undefined,
-  });
-  const paths = effectivePaths(base, config);
   const forward = ["serve", ...(values.config ? ["--config", values.config] : [])];
-  const { conn } = await ensureDaemon(paths.mcpSocketPath, paths.logPath, selfCommand(forward));
+  const conn = await daemonSocket(
+    { env, configFile: values.config, daemonCommand: selfCommand(forward) },
+    connectMcp,
+  );
   const token = values.token ?? env.TERMADA_AGENT_TOKEN;
   const client = new Client({ name: "termada-cli", version: "1" });
   await client.connect(

@@ -3,7 +3,6 @@
  * `termada serve --stdio`: the MCP stdio bridge a client launches; starts the daemon if needed.
  */
 import { parseArgs } from "node:util";
-import { Daemon, runShim } from "../daemon/mod.ts";
 import { setLogFile, setLogLevel } from "../shared/mod.ts";
 
 export interface ServeContext {
@@ -50,6 +49,8 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
       ...(values.bind ? ["--bind", values.bind] : []),
     ];
     if (values["log-file"]) setLogFile(values["log-file"]);
+    // Only the shim's own modules: it starts once per agent session, so it loads no daemon.
+    const { runShim } = await import("../client/mod.ts");
     return await runShim({
       env,
       configFile: values.config,
@@ -58,6 +59,7 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
       daemonCommand: selfCommand(forward),
     });
   }
+  const { Daemon } = await import("../daemon/mod.ts");
   const daemon = await Daemon.start({
     env,
     version: ctx.version,

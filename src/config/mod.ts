@@ -3,7 +3,8 @@
  * `--config`, the Unix socket fallback for long paths), the strict schema of `config.yaml` with
  * the embedded defaults, and loading it with `${ENV}` expansion and line-precise errors. It owns
  * no running state: the daemon reads the config once at start and passes plain values on
- * (`engineOptionsFrom` for the engine). It imports nothing but `src/shared`.
+ * (`engineOptionsFrom` for the engine). It imports nothing but `src/shared` and `src/paths` (whose
+ * exports it passes on).
  */
 export {
   ensurePrivateDir,
@@ -13,7 +14,7 @@ export {
   resolvePaths,
   type ResolvePathsOptions,
   type TermadaPaths,
-} from "./paths.ts";
+} from "../paths/mod.ts";
 export {
   AGENT_ID_PATTERN,
   Config,

@@ -5,8 +5,7 @@
  */
 import { z } from "zod";
 import { compileRegex } from "../shared/mod.ts";
-import type { TermadaPaths } from "./paths.ts";
-import { MAX_SOCKET_PATH_BYTES, mcpSocketBeside } from "./paths.ts";
+import { MAX_SOCKET_PATH_BYTES, mcpSocketBeside, type TermadaPaths } from "../paths/mod.ts";
 
 /** Bounds of the config values, documented in docs/CONFIG.md. */
 export const CONFIG_LIMITS = {

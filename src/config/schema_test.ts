@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { DEFAULT_LIMITS, DEFAULT_OUTPUT, type EngineOptions } from "../engine/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
 import { parseConfig } from "./load.ts";
-import { resolvePaths } from "./paths.ts";
+import { resolvePaths } from "../paths/mod.ts";
 import {
   Config,
   DEFAULT_CONFIG,

@@ -43,11 +43,11 @@ export const INLINE_OUTPUT_BYTES = 64 * 1024;
  * shown while it ran (so a crash keeps it).
  */
 export const SPOOL_AFTER_MS = 250;
-/** Store pruning runs at most this often, off the path of any call. */
+/** Store pruning and the WAL checkpoint run at most this often, off the path of any call. */
 const PRUNE_EVERY_MS = 2000;
 
 /** The store tables the trail writes (src/store's Store satisfies it). */
-export type TrailStore = Pick<Store, "jobs" | "sessions">;
+export type TrailStore = Pick<Store, "jobs" | "sessions" | "checkpoint">;
 
 export interface TrailOptions {
   store: TrailStore;
@@ -305,6 +305,11 @@ export class Trail {
   pruneNow(): void {
     const owners = [...this.#pruneOwners];
     this.#pruneOwners.clear();
+    try {
+      this.#o.store.checkpoint();
+    } catch (err) {
+      log.warn("could not checkpoint the database", { error: err });
+    }
     for (const owner of owners) {
       try {
         for (const j of this.#o.store.jobs.prune(owner, this.#o.finishedPerAgent)) {

@@ -38,6 +38,7 @@ import { agentDirectory } from "./agents.ts";
 import { listenTcp, listenUnix, PREFERRED_PORT, type TcpBind } from "./listeners.ts";
 import { acquireLock, releaseLock, removeDaemonInfo, writeDaemonInfo } from "./lock.ts";
 import { listenMcpSocket, type McpSocket } from "./mcp_socket.ts";
+import { loadShellParser } from "../policy/mod.ts";
 import { policyPort } from "./policy_port.ts";
 
 const log = logger("daemon");
@@ -136,6 +137,11 @@ export class Daemon {
     const undo = async () => {
       for (const f of cleanups.reverse()) await f();
     };
+    // The bash parser only matters to a policy with rules (without rules everything is allowed).
+    const rules = Object.values(config.policies).some((p) =>
+      p.allow.length + p.deny.length + p.confirm.length > 0
+    );
+    if (rules) await loadShellParser();
     const lock = acquireLock(paths.lockPath);
     cleanups.push(() => releaseLock(lock));
     try {

@@ -22,12 +22,11 @@ import {
   PARSE_ERROR,
   requestId,
 } from "../mcp/mod.ts";
+import { MAX_LINE_BYTES, readLines } from "../ipc/mod.ts";
 import { logger } from "../shared/mod.ts";
 
 const log = logger("daemon");
 
-/** Longest line read (a request); the HTTP endpoint has the same bound on a body. */
-export const MAX_LINE_BYTES = 4 * 1024 * 1024;
 /** Connections served at once (each is an agent's MCP session). */
 export const MAX_CONNECTIONS = 512;
 
@@ -295,57 +294,4 @@ class LineTransport implements Transport {
     this.#closed = true;
     this.onclose?.();
   }
-}
-
-type LineItem = { kind: "line"; bytes: Uint8Array } | { kind: "too_large" };
-
-/** Lines of a byte stream (without the newline), each at most `max` bytes. */
-export async function* readLines(
-  conn: { readable: ReadableStream<Uint8Array> },
-  max = MAX_LINE_BYTES,
-): AsyncGenerator<LineItem> {
-  let parts: Uint8Array[] = [];
-  let partsLen = 0;
-  let skipping = false;
-  for await (const chunk of conn.readable) {
-    let start = 0;
-    for (;;) {
-      const nl = chunk.indexOf(10, start);
-      if (nl < 0) break;
-      const piece = chunk.subarray(start, nl);
-      if (skipping) skipping = false;
-      else if (partsLen + piece.length > max) yield { kind: "too_large" };
-      else {
-        parts.push(piece);
-        yield { kind: "line", bytes: join(parts, partsLen + piece.length) };
-      }
-      parts = [];
-      partsLen = 0;
-      start = nl + 1;
-    }
-    const rest = chunk.subarray(start);
-    if (skipping || rest.length === 0) continue;
-    if (partsLen + rest.length > max) {
-      // Over the bound before its newline: answer once, then skip the rest of this line.
-      yield { kind: "too_large" };
-      skipping = true;
-      parts = [];
-      partsLen = 0;
-      continue;
-    }
-    parts.push(rest.slice());
-    partsLen += rest.length;
-  }
-  if (!skipping && partsLen > 0) yield { kind: "line", bytes: join(parts, partsLen) };
-}
-
-function join(parts: Uint8Array[], total: number): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }

@@ -7,8 +7,14 @@
  * Resizes are recorded at the ring offset where they happened and applied between the same bytes
  * when the parser catches up, so output written before a resize is laid out at the old size.
  */
-import xterm from "@xterm/headless";
+import type xterm from "@xterm/headless";
 import { TermadaError } from "../shared/mod.ts";
+
+/** xterm.js is loaded on the first snapshot: most daemons never render a screen. */
+let xtermModule: Promise<typeof xterm> | undefined;
+function loadXterm(): Promise<typeof xterm> {
+  return xtermModule ??= import("@xterm/headless").then((m) => m.default);
+}
 import type { RawRing } from "./raw_ring.ts";
 
 /** Bytes per `Terminal.write` call: xterm yields to the event loop between writes. */
@@ -165,7 +171,9 @@ export class ScreenMirror {
       this.#disposeTerminal();
       this.#prune();
       const base = this.#sizes[0]!;
-      term = new xterm.Terminal({
+      const { Terminal } = await loadXterm();
+      if (this.#disposed) return;
+      term = new Terminal({
         cols: base.cols,
         rows: base.rows,
         scrollback: this.#scrollback,

@@ -10,10 +10,12 @@
  * the layout on first use: if it ever changes, every parse fails and every command is opaque
  * (fail closed), and the tests say why.
  *
- * Importing `mvdan-sh` reads `process.env` (GopherJS's `os` package), so whoever imports the
- * policy needs `--allow-env` (the daemon and test permission sets have it).
+ * Loading `mvdan-sh` reads `process.env` (GopherJS's `os` package), so whoever loads the parser
+ * needs `--allow-env` (the daemon and test permission sets have it). It is ~80 ms of start-up, so
+ * it is loaded on demand (`loadShellParser`): a daemon whose policies have no rules never needs
+ * it. Until it is loaded every parse fails, so every shell line is opaque — which a policy with
+ * rules denies (fail closed).
  */
-import mvdan from "mvdan-sh";
 
 /** A syntax node: `type` is mvdan/sh's type name; `pos`/`end` are UTF-8 byte offsets (or -1). */
 export interface Node {
@@ -170,7 +172,19 @@ interface Syntax {
   LangBash: number;
 }
 
-const syntax = (mvdan as unknown as { syntax: Syntax }).syntax;
+let syntaxModule: Syntax | undefined;
+let loading: Promise<void> | undefined;
+
+/** Loads the bash parser (once). Call before deciding with a policy that has rules. */
+export function loadShellParser(): Promise<void> {
+  return loading ??= import("mvdan-sh").then((m) => {
+    syntaxModule = (m.default as unknown as { syntax: Syntax }).syntax;
+  });
+}
+
+export function shellParserLoaded(): boolean {
+  return syntaxModule !== undefined;
+}
 
 /** The Go type name of a non-nil `*syntax.X` pointer, without the package. */
 function goType(v: unknown): string | undefined {
@@ -253,8 +267,10 @@ let layoutChecked = false;
 
 /** Parses bash source. Never throws: a syntax error (or a parser crash) is `ok: false`. */
 export function parseBash(src: string): ParseResult {
+  const syntax = syntaxModule;
+  if (syntax === undefined) return { ok: false, error: "the shell parser is not loaded" };
   try {
-    if (!layoutChecked) checkLayout();
+    if (!layoutChecked) checkLayout(syntax);
     parser ??= syntax.NewParser(syntax.Variant(syntax.LangBash));
     const internal = parser.Parse(src, "").__internal_object__;
     if (internal === undefined) throw new Error("mvdan-sh returned no syntax tree");
@@ -266,7 +282,7 @@ export function parseBash(src: string): ParseResult {
   }
 }
 
-function checkLayout(): void {
+function checkLayout(syntax: Syntax): void {
   const p = syntax.NewParser(syntax.Variant(syntax.LangBash));
   const internal = p.Parse("a 'é' | b", "").__internal_object__;
   const file = internal && convert(internal, "File") as File;

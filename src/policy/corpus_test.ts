@@ -5,6 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { decide, type PolicyAction, type PolicyRules } from "./mod.ts";
+import { loadShellParser } from "./_parser.ts";
+
+await loadShellParser();
 
 const RULES = {
   /** No rules at all: everything is allowed, opaque included. */

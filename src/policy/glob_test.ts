@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
 import { compileGlob, globMatch, matchEvery, matchSome } from "./glob.ts";
 import { ANY, HOME, literalWord, makeWord, subjectOf } from "./_words.ts";
+import { loadShellParser } from "./_parser.ts";
+
+await loadShellParser();
 
 Deno.test("glob: * matches any text, spaces included, and nothing", () => {
   const g = compileGlob("git push *");

@@ -6,8 +6,10 @@
  * glob rules. What cannot be known before it runs (interpreter code, `eval` of a variable, a
  * command name built at run time) is opaque and denied whenever the policy has rules.
  *
- * It owns no state and runs nothing: the engine asks it, then acts (docs/POLICY.md). Importing it
- * needs `--allow-env` (mvdan-sh reads the environment at import).
+ * It owns no state and runs nothing: the gateway asks it, then the engine acts (docs/POLICY.md).
+ * The bash parser (mvdan-sh) is loaded on demand: call `loadShellParser()` before deciding with a
+ * policy that has rules (until then every shell line is opaque, so such a policy denies it).
+ * Loading it needs `--allow-env` (mvdan-sh reads the environment).
  */
 export {
   type AutoAnswer,
@@ -23,3 +25,4 @@ export {
 } from "./policy.ts";
 export { type CompiledGlob, compileGlob, globMatch } from "./glob.ts";
 export { POLICY_LIMITS } from "./_analyze.ts";
+export { loadShellParser, shellParserLoaded } from "./_parser.ts";

@@ -9,6 +9,9 @@ import {
   type PolicyAction,
   type PolicyRules,
 } from "./mod.ts";
+import { loadShellParser } from "./_parser.ts";
+
+await loadShellParser();
 
 const MIXED: PolicyRules = {
   allow: [],

@@ -9,6 +9,9 @@ import {
   splitEnvString,
 } from "./_words.ts";
 import { hasHistoryExpansion } from "./_analyze.ts";
+import { loadShellParser } from "./_parser.ts";
+
+await loadShellParser();
 
 Deno.test("words: $'…' decodes like bash", () => {
   assert.equal(decodeAnsiC("\\x72m"), "rm");

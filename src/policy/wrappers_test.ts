@@ -10,6 +10,9 @@ import {
   shellUse,
 } from "./_programs.ts";
 import { holeWord, literalWord, type ShellWord } from "./_words.ts";
+import { loadShellParser } from "./_parser.ts";
+
+await loadShellParser();
 
 const words = (line: string): ShellWord[] => line.split(" ").map(literalWord);
 

@@ -102,6 +102,9 @@ export const MIGRATIONS: readonly string[] = [
   MISSIONS_MIGRATION,
   // v4: a job's whole cleaned output, kept with its row when the caller found it small.
   `ALTER TABLE jobs ADD COLUMN output BLOB;`,
+  // v5: no index on jobs.status — every job's start and end paid for it, and only the start-up
+  // recovery (a scan of at most finished_per_agent rows per agent) read it.
+  `DROP INDEX IF EXISTS jobs_status;`,
 ];
 
 /** The schema version this build writes. */
@@ -229,6 +232,9 @@ export class Store {
         });
       }
       db.exec("PRAGMA synchronous = NORMAL");
+      // Checkpoints run when the daemon calls checkpoint() (off the path of any call), not inside
+      // whichever commit happens to cross 1000 pages.
+      db.exec("PRAGMA wal_autocheckpoint = 0");
       db.exec("PRAGMA foreign_keys = ON");
       migrate(db, path);
       return new Store(db, options.clock ?? systemClock);
@@ -251,10 +257,23 @@ export class Store {
     }
   }
 
+  /**
+   * Copies the WAL into the database file as far as no reader needs it (PASSIVE: never waits)
+   * and fsyncs it. The daemon calls it off the path of any call; also when closing.
+   */
+  checkpoint(): void {
+    this.#run("checkpoint the database", () => this.#db.exec("PRAGMA wal_checkpoint(PASSIVE)"));
+  }
+
   /** Closes the database; later calls do nothing. */
   close(): void {
     if (!this.#open) return;
     this.#open = false;
+    try {
+      this.#db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    } catch {
+      // closing anyway: SQLite checkpoints on close of the last connection too
+    }
     this.#db.close();
   }
 

@@ -5,7 +5,7 @@
  */
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { readLines } from "./mcp_socket.ts";
+import { readLines } from "../ipc/mod.ts";
 import { helloLine } from "./shim.ts";
 
 const encoder = new TextEncoder();

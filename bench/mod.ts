@@ -9,17 +9,22 @@
  *   (g) dashboard keystroke-to-echo latency in headless Chromium, and the bundle size
  *   (h) missions through the daemon: step verification, mission_get, and the evidence report of
  *       a mission with a full timeline; a 50 MB job through the daemon's spool + output hash
+ *   (i) what an agent sees (bench/mcp_peer.ts): the SDK client → `termada serve --stdio` → daemon
+ *       → warm bash, side by side with the peer `mcp-server-commands`; cold start; 50 agents ×
+ *       100 commands, twice, with the daemon's RSS after every client closed
  * Prints plain lines (median, p99, MB/s, RSS). No thresholds fail here: targets are printed next
  * to the figures. Set BENCH_QUICK=1 for a short smoke run.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { AuditLog } from "../src/audit/mod.ts";
-import { connectMcp, Daemon, SocketClientTransport, socketFetch } from "../src/daemon/mod.ts";
+import { connectMcp, SocketClientTransport, socketFetch } from "../src/client/mod.ts";
+import { Daemon } from "../src/daemon/mod.ts";
 import { compilePolicy, decide } from "../src/policy/mod.ts";
 import { testRuntime } from "../src/control/_test_util.ts";
 import { preloadNative, Pty, readProcFile, sharedPoller } from "../src/pty/mod.ts";
 import { dashboardLatency } from "./dashboard_latency.ts";
+import { mcpPeerBench } from "./mcp_peer.ts";
 
 preloadNative();
 const QUICK = Deno.env.get("BENCH_QUICK") === "1";
@@ -117,9 +122,9 @@ out(`termada bench — ${Deno.build.target}, deno ${Deno.version.deno}${QUICK ? 
     sp.push(performance.now() - t0);
   }
   out(
-    `(a) echo hi in a warm session (control + gate + store + fsynced intent): p50 ${ms(pct(rt, 50))}, p99 ${
-      ms(pct(rt, 99))
-    } (n=${rt.length}; target p50 <= 1 ms)`,
+    `(a) echo hi in a warm session (control + gate + store + fsynced intent): p50 ${
+      ms(pct(rt, 50))
+    }, p99 ${ms(pct(rt, 99))} (n=${rt.length}; target p50 <= 1 ms)`,
   );
   out(
     `    Deno.Command /bin/true:     p50 ${ms(pct(sp, 50))}, p99 ${
@@ -408,3 +413,6 @@ await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
 
 // ── (g) dashboard keystroke-to-echo latency ─────────────────────────────────
 for (const line of await dashboardLatency(QUICK)) out(line);
+
+// ── (i) the agent's view, side by side with a peer ──────────────────────────
+await mcpPeerBench({ quick: QUICK, out });

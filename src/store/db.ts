@@ -144,6 +144,9 @@ function prepareFile(path: string): void {
  * caller must close it. Not safe to share across workers. Its tables are reached through one
  * repository each, all on this connection: `agents`, `sessions`, `jobs`, `approvals`, `missions`.
  *
+ * Locking: exclusive. The daemon's connection holds the database until it closes; any other
+ * process that opens the file gets SQLITE_BUSY.
+ *
  * Durability: WAL with synchronous=NORMAL. A commit survives a crash of the process (the WAL is in
  * the OS page cache); on power loss the last transactions before the next checkpoint may be lost,
  * but the database is never corrupted. A full fsync per commit (synchronous=FULL) would cost
@@ -153,6 +156,7 @@ export class Store {
   readonly #db: DatabaseSync;
   readonly #clock: Clock;
   #open = true;
+  #writeBehind: (() => void) | undefined;
 
   readonly #begin: StatementSync;
   readonly #commit: StatementSync;
@@ -225,6 +229,11 @@ export class Store {
       db = new DatabaseSync(path);
       // busy_timeout first: switching to WAL itself may wait for another connection's lock.
       db.exec("PRAGMA busy_timeout = 5000");
+      // Exclusive, before the first WAL access: this connection keeps the lock until it closes,
+      // so no other process (an agent's `sqlite3 state.db` among them) can read or write the
+      // database behind the daemon; and without a shared-memory WAL index each commit costs
+      // ~25% less (measured).
+      db.exec("PRAGMA locking_mode = EXCLUSIVE");
       const mode = db.prepare("PRAGMA journal_mode = WAL").get() as Row | undefined;
       if (mode?.journal_mode !== "wal") {
         throw new TermadaError("INTERNAL", `Cannot open the database "${path}": WAL mode refused`, {
@@ -282,6 +291,15 @@ export class Store {
   }
 
   /**
+   * A writer that holds rows back (the trail stores a job's end just after its reply went out)
+   * registers its flush: every store operation runs it first, so no reader or writer ever sees
+   * the tables behind what the runtime already reported.
+   */
+  setWriteBehind(flush: (() => void) | undefined): void {
+    this.#writeBehind = flush;
+  }
+
+  /**
    * Runs `fn` in one transaction, for a write that spans repositories: it commits when `fn`
    * returns and rolls back everything when `fn` throws (the error is rethrown as it is). `fn` must
    * be synchronous. Repository methods called inside join it; each still writes all or nothing
@@ -290,6 +308,7 @@ export class Store {
   transaction<T>(fn: () => T): T {
     if (typeof fn !== "function") throw new TypeError("Store.transaction needs a function");
     this.#assertOpen("run a transaction");
+    this.#flushBehind();
     return this.#transaction("run a transaction", fn);
   }
 
@@ -375,8 +394,18 @@ export class Store {
   }
 
   /** Runs one statement or transaction; SQLite errors become INTERNAL naming the action. */
+  /**
+   * The write-behind's flush, outside a transaction only: one that is open already ran it, and
+   * nothing can end between its statements (they are synchronous), while a flush inside it would
+   * share its rollback.
+   */
+  #flushBehind(): void {
+    if (this.#writeBehind !== undefined && !this.#db.isTransaction) this.#writeBehind();
+  }
+
   #run<T>(action: string, fn: () => T): T {
     this.#assertOpen(action);
+    this.#flushBehind();
     try {
       return fn();
     } catch (err) {

@@ -34,8 +34,21 @@ Deno.test("Store.open creates a 0600 WAL database at the current schema and reop
     assert.equal(SCHEMA_VERSION, 5);
     assert.equal(pragma(path, "journal_mode"), "wal");
 
-    using again = Store.open(path);
-    assert.equal(again.agents.list().length, 1, "reopening keeps the data");
+    const again = Store.open(path);
+    try {
+      assert.equal(again.agents.list().length, 1, "reopening keeps the data");
+      // Exclusive: while the daemon holds it, no other connection reads or writes the file.
+      assert.throws(() => pragma(path, "user_version"), /database is locked/);
+      const other = new DatabaseSync(path);
+      try {
+        other.exec("PRAGMA busy_timeout = 0");
+        assert.throws(() => other.exec("UPDATE agents SET name = 'x'"), /database is locked/);
+      } finally {
+        other.close();
+      }
+    } finally {
+      again.close();
+    }
     assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
   });
 });
@@ -83,8 +96,7 @@ Deno.test("Store.open migrates a v3 database to the current schema: jobs keep th
       v3.close();
     }
 
-    using store = Store.open(path);
-    assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
+    const store = Store.open(path);
     assert.deepEqual(store.jobs.get("job_old"), {
       id: "job_old",
       owner: "alice",
@@ -103,6 +115,11 @@ Deno.test("Store.open migrates a v3 database to the current schema: jobs keep th
       output: null,
     });
     assert.equal(store.sessions.get("ses_a")?.cwd, "/src");
+    // The migrated row takes the new column like any other.
+    store.jobs.finish("job_old", { ...FINAL, output_bytes: 2, output: new Uint8Array([1, 2]) });
+    assert.deepEqual(store.jobs.get("job_old")?.output, new Uint8Array([1, 2]));
+    store.close();
+    assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
     const db = new DatabaseSync(path);
     try {
       const column = db.prepare("SELECT type FROM pragma_table_info('jobs') WHERE name = 'output'")
@@ -111,9 +128,6 @@ Deno.test("Store.open migrates a v3 database to the current schema: jobs keep th
     } finally {
       db.close();
     }
-    // The migrated row takes the new column like any other.
-    store.jobs.finish("job_old", { ...FINAL, output_bytes: 2, output: new Uint8Array([1, 2]) });
-    assert.deepEqual(store.jobs.get("job_old")?.output, new Uint8Array([1, 2]));
   });
 });
 

@@ -325,7 +325,7 @@ Deno.test("the inline output round-trips byte for byte up to its 64 KiB cap", as
 
 Deno.test("jobs.list does not read the output blobs", () => {
   withDb((path) => {
-    using store = Store.open(path);
+    const store = Store.open(path);
     for (let i = 0; i < 3; i++) {
       const id = `job_${i}`;
       store.jobs.insert(job(id, "alice", i));
@@ -339,6 +339,7 @@ Deno.test("jobs.list does not read the output blobs", () => {
       ["job_0", 1000, null],
     ]);
     assert.equal(store.jobs.get("job_1")!.output?.byteLength, 1001, "get reads it");
+    store.close();
     // The stored rows do carry the blobs: list leaves them on disk.
     const db = new DatabaseSync(path);
     try {

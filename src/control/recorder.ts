@@ -51,14 +51,25 @@ export interface Written {
 export class Recorder {
   readonly #sink: AuditSink;
   readonly #bus: EventBus | undefined;
+  #before: (() => void) | undefined;
 
   constructor(sink: AuditSink, bus?: EventBus) {
     this.#sink = sink;
     this.#bus = bus;
   }
 
+  /**
+   * Runs `flush` before every record is written: the trail writes job outcomes just after their
+   * reply is sent, and any later record (of any job, mission or operator) comes after them in
+   * the chain, as if they had been written at once.
+   */
+  beforeEachRecord(flush: (() => void) | undefined): void {
+    this.#before = flush;
+  }
+
   /** Written and fsynced before it returns. */
   record<E extends AuditEventName>(actor: Actor, event: E, data: AuditEvents[E]): Written {
+    this.#before?.();
     return this.#mirror(
       actor,
       event,
@@ -68,6 +79,7 @@ export class Recorder {
 
   /** Written now; durable with the next group sync (a daemon crash keeps it). For outcomes. */
   note<E extends AuditEventName>(actor: Actor, event: E, data: AuditEvents[E]): Written {
+    this.#before?.();
     return this.#mirror(
       actor,
       event,
@@ -81,6 +93,7 @@ export class Recorder {
     event: E,
     data: AuditEvents[E],
   ): Promise<Written> {
+    this.#before?.();
     let written: WrittenRecord;
     try {
       written = await this.#sink.appendDurable(actor, event, plain(data));

@@ -4,10 +4,16 @@
  *
  * Durability of one command (docs/CONTROL.md): the row is inserted before the gate decides (a
  * job whose row cannot be stored never runs), the intent record is on disk before it runs, and
- * at its end ONE transaction stores the outcome, the output (kept inline when small) and the
- * session's cwd, then the outcome record is written (durable with the next group sync). A crash
- * before that sync leaves the row active: the next start marks it `orphaned` (outcome unknown),
- * never lost.
+ * at its end ONE statement stores the outcome and the output (kept inline when small), with the
+ * session's cwd in the same transaction when it changed, then the outcome record is written
+ * (durable with the next group sync). A crash before that sync leaves the row active: the next
+ * start marks it `orphaned` (outcome unknown), never lost.
+ *
+ * The end is written behind: just after the job's reply has gone out (a `soon` turn), not before
+ * it. Nobody can tell: every read of the jobs table and every later audit record first flushes
+ * what is held back (`settle`), so the chain and the rows read exactly as if it were written at
+ * once; only a crash in that turn differs, and it reads as `orphaned`, like any crash before the
+ * outcome's sync.
  */
 import { createHash, type Hash } from "node:crypto";
 import type { DecisionRecord } from "../audit/mod.ts";
@@ -21,7 +27,7 @@ import {
   SpoolWriter,
   type Summary,
 } from "../output/mod.ts";
-import { type Clock, isId, logger, TermadaError } from "../shared/mod.ts";
+import { type Clock, isId, logger, soon, TermadaError } from "../shared/mod.ts";
 import type { JobRow, Store } from "../store/mod.ts";
 import type { JobStatus, JobSummary } from "../wire/mod.ts";
 import {
@@ -47,7 +53,7 @@ export const SPOOL_AFTER_MS = 250;
 const PRUNE_EVERY_MS = 2000;
 
 /** The store tables the trail writes (src/store's Store satisfies it). */
-export type TrailStore = Pick<Store, "jobs" | "sessions" | "checkpoint">;
+export type TrailStore = Pick<Store, "jobs" | "sessions" | "checkpoint" | "setWriteBehind">;
 
 export interface TrailOptions {
   store: TrailStore;
@@ -89,9 +95,34 @@ export class Trail {
   readonly #captures = new Map<string, Capture>();
   #pruneTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #pruneOwners = new Set<string>();
+  /** Ended jobs whose end is not stored yet, in the order they ended (see settle). */
+  readonly #ended = new Map<string, Job>();
+  #settling = false;
+  /** The cwd last stored for each open session (its row is only rewritten when it changes). */
+  readonly #storedCwd = new Map<string, string>();
 
   constructor(options: TrailOptions) {
     this.#o = options;
+    options.store.setWriteBehind(() => this.settle());
+    options.recorder.beforeEachRecord(() => this.settle());
+  }
+
+  /**
+   * Stores the end of every job that ended and is not stored yet, in the order they ended.
+   * Runs by itself just after the replies of those jobs went out; every reader of the jobs
+   * table and every audit record runs it first.
+   */
+  settle(): void {
+    if (this.#settling) return; // re-entered from a record written below: it comes in order
+    this.#settling = true;
+    try {
+      for (const job of this.#ended.values()) {
+        this.#ended.delete(job.id);
+        this.#finished(job);
+      }
+    } finally {
+      this.#settling = false;
+    }
   }
 
   // ── jobs ──────────────────────────────────────────────────────────────────
@@ -251,7 +282,10 @@ export class Trail {
     this.#captures.set(job.id, capture);
     job.onOutput = (bytes) => capture.append(bytes);
     job.onShown = () => capture.spool();
-    job.done.then(() => this.#finished(job));
+    job.done.then(() => {
+      this.#ended.set(job.id, job);
+      if (this.#ended.size === 1) soon(() => this.settle());
+    });
   }
 
   /** One transaction for the outcome, the output and the session's cwd; then the record. */
@@ -259,7 +293,8 @@ export class Trail {
     const capture = this.#captures.get(job.id);
     this.#captures.delete(job.id);
     const out = capture?.end() ?? { inline: null, sha256: null };
-    const cwd = job.mode === "foreground" ? this.#o.sessionCwd(job.sessionId) : undefined;
+    let cwd = job.mode === "foreground" ? this.#o.sessionCwd(job.sessionId) : undefined;
+    if (cwd !== undefined && this.#storedCwd.get(job.sessionId) === cwd) cwd = undefined;
     try {
       this.#o.store.jobs.finish(job.id, {
         status: job.status,
@@ -272,6 +307,7 @@ export class Trail {
         output_sha256: out.sha256,
         output: out.inline,
       }, cwd === undefined ? undefined : { id: job.sessionId, cwd });
+      if (cwd !== undefined) this.#storedCwd.set(job.sessionId, cwd);
     } catch (err) {
       log.error("could not store a job's outcome", { job: job.id, error: err });
     }
@@ -332,6 +368,7 @@ export class Trail {
 
   /** Flushes pending work (shutdown): prunes now, ends open spools. */
   close(): void {
+    this.settle();
     clearTimeout(this.#pruneTimer);
     this.#pruneTimer = undefined;
     for (const c of this.#captures.values()) c.abandon();
@@ -353,6 +390,7 @@ export class Trail {
       rows: s.rows,
       created_at: s.createdAt,
     });
+    this.#storedCwd.set(s.id, s.cwd);
     this.#o.recorder.record({ kind: "agent", id: s.owner }, "session.created", {
       session_id: s.id,
       shell: s.shell,
@@ -370,6 +408,7 @@ export class Trail {
   }
 
   sessionClosed(s: Session, reason: string): void {
+    this.#storedCwd.delete(s.id);
     try {
       this.#o.store.sessions.update(s.id, {
         state: "closed",

@@ -17,7 +17,7 @@ export { type Logger, logger, type LogLevel, setLogFile, setLogLevel } from "./l
 export { type IdKind, idPattern, isId, newId, randomHex } from "./ids.ts";
 export { bearerToken, MAX_TOKEN_LENGTH, sameSecret } from "./secrets.ts";
 export { type Clock, systemClock } from "./clock.ts";
-export { delay, within } from "./async.ts";
+export { delay, soon, within } from "./async.ts";
 export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";
 export { seededRandom } from "./prng.ts";
 export {

@@ -88,17 +88,16 @@ export class MissionProjector {
     const d = e.data;
     if (typeof d.mission_id === "string") return d.mission_id;
     const m = this.#store.missions;
-    if (typeof d.session_id === "string") {
-      const row = m.sessionRow(d.session_id);
-      if (row) return row.mission_id;
-    }
+    // A record that names its session (every job and approval record does) belongs to that
+    // session's mission: no lookup of the job or approval.
+    if (typeof d.session_id === "string") return m.missionOfSession(d.session_id);
     if (typeof d.job_id === "string" && isId("job", d.job_id)) {
       const job = this.#store.jobs.get(d.job_id);
-      if (job) return m.sessionRow(job.session_id)?.mission_id;
+      if (job) return m.missionOfSession(job.session_id);
     }
     if (typeof d.approval_id === "string" && isId("apr", d.approval_id)) {
       const a = this.#store.approvals.get(d.approval_id);
-      if (a) return m.sessionRow(a.session_id)?.mission_id;
+      if (a) return m.missionOfSession(a.session_id);
     }
     return undefined;
   }

@@ -238,6 +238,9 @@ function evidenceJson(v: Record<string, unknown> | null): string | null {
   return json;
 }
 
+/** Sessions whose mission (or lack of one) MissionStore remembers. */
+export const MISSION_OF_SESSION_CACHE = 4096;
+
 /**
  * The mission tables. Built by `Store` over its own database and runners: `run` for a statement,
  * `tx` for a transaction.
@@ -267,6 +270,13 @@ export class MissionStore {
   readonly #live: StatementSync;
   readonly #interrupt: StatementSync;
   readonly #endOpenSessions: StatementSync;
+  /**
+   * The mission of a session, memoised (null: none), at most MISSION_OF_SESSION_CACHE entries.
+   * Coherent because a session's mission never changes once set and only this repository adds
+   * one (create, addSession); the projector asks for every audit record, and most sessions
+   * belong to no mission.
+   */
+  readonly #missionOf = new Map<string, string | null>();
 
   constructor(db: DatabaseSync, clock: Clock, runners: StoreRunners) {
     this.#clock = clock;
@@ -389,6 +399,7 @@ export class MissionStore {
       for (const s of steps) this.#insertStep.run(s);
       this.#insertSession.get({ session_id: sessionId, mission_id: m.id, now });
     });
+    this.#missionOf.delete(sessionId);
   }
 
   get(id: string): MissionRow | undefined {
@@ -487,7 +498,7 @@ export class MissionStore {
   /** A new session attempt of the mission (it becomes the mission's current session). */
   addSession(missionId: string, sessionId: string): number {
     const now = this.#clock.now();
-    return this.#tx(`record a session of "${missionId}"`, () => {
+    const attempt = this.#tx(`record a session of "${missionId}"`, () => {
       const row = this.#insertSession.get({
         session_id: checkId("session id", sessionId),
         mission_id: checkId("mission id", missionId),
@@ -498,6 +509,8 @@ export class MissionStore {
       );
       return num(row.attempt);
     });
+    this.#missionOf.delete(sessionId);
+    return attempt;
   }
 
   /** Marks a session attempt ended; returns its mission id (undefined if not a mission's). */
@@ -516,6 +529,18 @@ export class MissionStore {
       `read the sessions of "${missionId}"`,
       () => this.#sessions.all(missionId).map((r) => toSessionRow(r as Row)),
     );
+  }
+
+  /** The id of the mission a session belongs to, if any (memoised: see #missionOf). */
+  missionOfSession(sessionId: string): string | undefined {
+    const known = this.#missionOf.get(sessionId);
+    if (known !== undefined) return known ?? undefined;
+    const id = this.sessionRow(sessionId)?.mission_id ?? null;
+    if (this.#missionOf.size >= MISSION_OF_SESSION_CACHE) {
+      this.#missionOf.delete(this.#missionOf.keys().next().value!);
+    }
+    this.#missionOf.set(sessionId, id);
+    return id ?? undefined;
   }
 
   /** The mission a session belongs to, if any. */

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { type Clock, TermadaError } from "../shared/mod.ts";
 import { MIGRATIONS, SCHEMA_VERSION, Store } from "./db.ts";
+import { MISSION_OF_SESSION_CACHE } from "./missions.ts";
 import { pragma } from "./_testing.ts";
 
 function clock(start = 1_700_000_000_000): Clock & { tick(ms: number): void } {
@@ -97,6 +98,25 @@ Deno.test("a mission is created with its steps and first attempt in one transact
   });
 });
 
+Deno.test("the mission of a session is remembered, misses too, and a new attempt is seen at once", () => {
+  withStore((store) => {
+    // Asked before the session belongs to any mission (every audit record asks): a miss.
+    assert.equal(store.missions.missionOfSession("ses_1"), undefined);
+    assert.equal(store.missions.missionOfSession("ses_2"), undefined);
+    store.missions.create(M, ["probe"], "ses_1");
+    assert.equal(store.missions.missionOfSession("ses_1"), M.id, "create forgets the miss");
+    store.missions.update(M.id, { status: "interrupted" });
+    store.missions.addSession(M.id, "ses_2");
+    assert.equal(store.missions.missionOfSession("ses_2"), M.id, "addSession forgets the miss");
+    assert.equal(store.missions.missionOfSession("ses_3"), undefined);
+    // Bounded: far more sessions than the memo holds still answer correctly.
+    for (let i = 0; i < MISSION_OF_SESSION_CACHE + 10; i++) {
+      assert.equal(store.missions.missionOfSession(`ses_x${i}`), undefined);
+    }
+    assert.equal(store.missions.missionOfSession("ses_1"), M.id);
+  });
+});
+
 Deno.test("records keep anchors and a timeline up to their bounds and count the rest", () => {
   withStore((store) => {
     store.missions.create(M, ["a"], "ses_1");
@@ -182,7 +202,6 @@ Deno.test("a database of schema 2 migrates to missions keeping its jobs", () => 
     db.close();
     const again = Store.open(path);
     try {
-      assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
       assert.equal(again.jobs.get("job_aaaaaaaaaaaa")?.output_sha256, null);
       again.jobs.update("job_aaaaaaaaaaaa", { output_sha256: "a".repeat(64) });
       assert.equal(again.jobs.get("job_aaaaaaaaaaaa")?.output_sha256, "a".repeat(64));
@@ -194,6 +213,7 @@ Deno.test("a database of schema 2 migrates to missions keeping its jobs", () => 
     } finally {
       again.close();
     }
+    assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }

@@ -3,7 +3,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { Control } from "../control/mod.ts";
 import { testRuntime } from "../control/_test_util.ts";
-import { createMcpServer, TOOLS } from "./mod.ts";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { callParams, createMcpServer, TOOLS } from "./mod.ts";
 
 async function connect(control: Control, agent: string) {
   const server = createMcpServer({ agents: control.agents, agent, version: "test", limits: {} });
@@ -147,4 +148,35 @@ Deno.test("MCP prompt round trip: awaiting_input then exec_write", async () => {
   await c.client.callTool({ name: "exec_write", arguments: { job_id: s.job_id, input: "Ada" } });
   const w = await c.client.callTool({ name: "exec_wait", arguments: { job_id: s.job_id } });
   assert.match((w.structuredContent as { output: string }).output, /hello Ada/);
+});
+
+Deno.test("tools/call params are checked once: a malformed call is JSON-RPC -32602 naming the part", () => {
+  const bad: [unknown, RegExp][] = [
+    [undefined, /params must be an object/],
+    [[], /params must be an object/],
+    [{}, /params.name must be a string/],
+    [{ name: 1 }, /params.name must be a string/],
+    [{ name: "exec_run", arguments: [1] }, /params.arguments must be an object/],
+    [{ name: "exec_run", arguments: "x" }, /params.arguments must be an object/],
+    [{ name: "exec_run", _meta: 3 }, /params._meta must be an object/],
+    [{ name: "exec_run", _meta: { progressToken: {} } }, /progressToken must be a string/],
+  ];
+  for (const [params, why] of bad) {
+    assert.throws(
+      () => callParams(params),
+      (e: unknown) =>
+        e instanceof McpError && (e as McpError).code === -32602 &&
+        why.test((e as McpError).message),
+      JSON.stringify(params),
+    );
+  }
+  assert.deepEqual(callParams({ name: "exec_run" }), {
+    name: "exec_run",
+    arguments: {},
+    progressToken: undefined,
+  });
+  assert.deepEqual(
+    callParams({ name: "x", arguments: { a: 1 }, _meta: { progressToken: 7 }, extra: true }),
+    { name: "x", arguments: { a: 1 }, progressToken: 7 },
+  );
 });

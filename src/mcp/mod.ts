@@ -4,7 +4,13 @@
  * JSON Schema for their contract, and JSON-RPC shape checks. Knows nothing about transports or
  * HTTP (src/api, src/daemon) nor about who the agent is (the caller passes its id).
  */
-export { createMcpServer, INSTRUCTIONS, listTools, type McpServerOptions } from "./server.ts";
+export {
+  callParams,
+  createMcpServer,
+  INSTRUCTIONS,
+  listTools,
+  type McpServerOptions,
+} from "./server.ts";
 export { jobHeader, renderJob, type ToolContext, type ToolDef, TOOLS } from "./tools.ts";
 export { portableSchema } from "./json_schema.ts";
 export {

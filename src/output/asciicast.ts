@@ -4,7 +4,9 @@
  *
  * `output()` is on the session's hot path: it only decodes the chunk (streaming, so UTF-8 split
  * across chunks stays intact) and queues it. One background writer per recorder serialises queued
- * events and writes them in batches, with at most one write in flight. If the writer falls behind
+ * events and writes them in batches, with at most one write in flight. A batch gathers for up to
+ * GATHER_MS (sooner once BATCH_BYTES are queued, or on flush/close): an interactive session's
+ * small chunks then cost one write per batch instead of one blocking-pool round trip each. If the writer falls behind
  * by more than `maxPendingBytes`, output is dropped and one marker event says how many bytes were
  * lost. A disk error is logged once and stops the recording; the session keeps running.
  *
@@ -24,6 +26,8 @@ export const ASCIICAST_DEFAULT_MAX_PENDING_BYTES = 4 * 1024 * 1024;
 const MIN_FILE_BYTES = 1024;
 /** Encoded bytes gathered before one write call. */
 const BATCH_BYTES = 256 * 1024;
+/** Longest a queued event waits for others to join its write (a crash of the daemon loses it). */
+export const GATHER_MS = 25;
 
 export interface AsciicastOptions {
   cols: number;
@@ -104,6 +108,8 @@ export class AsciicastRecorder {
   #writtenSeq = 0;
   #waiters: FlushWaiter[] = [];
   #draining: Promise<void> | null = null;
+  /** Ends the writer's gathering pause early (flush, close, a full batch). */
+  #hurry: (() => void) | null = null;
   #closed = false;
   #closing: Promise<void> | null = null;
   #failed = false;
@@ -192,7 +198,9 @@ export class AsciicastRecorder {
     if (!this.#closed && !this.#failed && this.#dropped > 0) this.#endDrop(this.#clock.mono());
     const seq = this.#seq;
     if (this.#failed || this.#writtenSeq >= seq) return Promise.resolve();
-    return new Promise((resolve) => this.#waiters.push({ seq, resolve }));
+    const p = new Promise<void>((resolve) => this.#waiters.push({ seq, resolve }));
+    this.#hurry?.();
+    return p;
   }
 
   /** Flushes and closes the file. Idempotent; never rejects. */
@@ -214,6 +222,7 @@ export class AsciicastRecorder {
       if (tail !== "") this.#push(t, "o", tail, 0);
     }
     this.#closed = true;
+    this.#hurry?.();
     while (this.#draining !== null) await this.#draining;
     this.#closeFile();
     this.#resolveWaiters(Number.POSITIVE_INFINITY);
@@ -231,13 +240,29 @@ export class AsciicastRecorder {
     this.#queue.push({ t, code, data, cost, seq: ++this.#seq });
     this.#pendingBytes += cost;
     if (this.#draining === null && !this.#failed) this.#draining = this.#drain();
+    else if (this.#pendingBytes >= BATCH_BYTES) this.#hurry?.();
+  }
+
+  /** Waits up to GATHER_MS for more events, unless something asks for them to be written now. */
+  #gather(): Promise<void> {
+    if (this.#closed || this.#waiters.length > 0 || this.#pendingBytes >= BATCH_BYTES) {
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#hurry = null;
+        resolve();
+      };
+      const timer = setTimeout(done, GATHER_MS);
+      this.#hurry = done;
+    });
   }
 
   /** The single writer: runs until the queue is empty, then clears `#draining`. */
   async #drain(): Promise<void> {
     try {
-      // Let the rest of this tick's output join the first batch.
-      await Promise.resolve();
+      await this.#gather();
       while (this.#queue.length > 0 && !this.#failed) {
         const events = this.#queue;
         this.#queue = [];

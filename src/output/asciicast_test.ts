@@ -141,6 +141,38 @@ Deno.test("asciicast recorder flush puts queued events on disk without closing",
   });
 });
 
+Deno.test("asciicast recorder gathers a burst into one batch that lands by itself", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/s.cast`;
+    await using rec = await AsciicastRecorder.open(path, { cols: 80, rows: 24 });
+    const header = rec.bytesWritten;
+    for (let i = 0; i < 50; i++) rec.output(enc.encode(`${i};`));
+    assert.equal(rec.bytesWritten, header, "nothing is written while the batch gathers");
+    // No flush: the gathering pause ends on its own (GATHER_MS) and one write takes all 50.
+    const deadline = Date.now() + 5000;
+    while (rec.bytesWritten === header && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const text = outputText(await readCast(path));
+    assert.equal(text, Array.from({ length: 50 }, (_, i) => `${i};`).join(""));
+  });
+});
+
+Deno.test("asciicast recorder writes a full batch at once, without waiting out the pause", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/s.cast`;
+    await using rec = await AsciicastRecorder.open(path, { cols: 80, rows: 24 });
+    const header = rec.bytesWritten;
+    rec.output(new Uint8Array(300 * 1024).fill(0x61));
+    const deadline = Date.now() + 5000;
+    while (rec.bytesWritten === header && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    // Written although no flush or close asked for it.
+    assert.ok(rec.bytesWritten > header + 300 * 1024);
+  });
+});
+
 Deno.test("asciicast recorder close is idempotent and later calls are ignored", async () => {
   await withDir(async (dir) => {
     const path = `${dir}/s.cast`;

@@ -92,6 +92,8 @@ export const LIBC_LINUX = {
   // int poll(struct pollfd *fds, nfds_t nfds, int timeout);  — blocking, ON the calling thread:
   // only for a process with nothing else to do (the stdio shim's relay loop).
   poll_here: { name: "poll", parameters: ["buffer", "u64", "i32"], result: "i32" },
+  // int malloc_trim(size_t pad);  — glibc only (optional: absent on musl, the symbol is null).
+  malloc_trim: { parameters: ["usize"], result: "i32", optional: true },
   // int *__errno_location(void);
   __errno_location: { parameters: [], result: "pointer" },
   // char *strerror(int errnum);

@@ -22,6 +22,7 @@ import {
   type TermadaPaths,
 } from "../config/mod.ts";
 import { Control, SYSTEM } from "../control/mod.ts";
+import { startReclaimer } from "./reclaim.ts";
 import { MissionService } from "../mission/mod.ts";
 import { Redactor } from "../output/mod.ts";
 import {
@@ -209,6 +210,8 @@ export class Daemon {
         redact,
       });
       cleanups.push(() => missions.close());
+      const reclaimer = startReclaimer(bus);
+      cleanups.push(() => reclaimer.stop());
       const interrupted = missions.recover("the daemon restarted: the mission's terminal is gone");
       if (interrupted.length > 0) log.warn("missions interrupted", { missions: interrupted });
 

@@ -227,7 +227,10 @@ Deno.test({
       await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
       await page.waitForSelector(`${s1}[data-verified="true"]`, { visible: true, timeout: 10_000 });
       const fits = async (name: string) => {
-        await new Promise((r) => setTimeout(r, 300));
+        // Layout settled: fonts loaded and two frames painted since the view changed.
+        await page.evaluate(
+          `document.fonts.ready.then(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))))`,
+        );
         const w = await page.evaluate(
           `({ doc: document.documentElement.scrollWidth, body: document.body.scrollWidth })`,
         ) as { doc: number; body: number };

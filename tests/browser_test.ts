@@ -597,7 +597,10 @@ Deno.test({
       // Phone width: every view fits (no page-level horizontal scroll).
       const views = ["sessions", "approvals", "jobs", "activity", "agents", "policy"];
       const fits = async (view: string) => {
-        await new Promise((r) => setTimeout(r, 300));
+        // Layout settled: fonts loaded and two frames painted since the view changed.
+        await page.evaluate(
+          `document.fonts.ready.then(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))))`,
+        );
         const w = await page.evaluate(
           `({ doc: document.documentElement.scrollWidth, body: document.body.scrollWidth })`,
         ) as { doc: number; body: number };

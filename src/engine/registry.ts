@@ -54,7 +54,14 @@ export class Registry {
   #order: Job[] = [];
   #finished = 0;
   #finishedBytes = 0;
-  readonly #finishedOf = new Map<string, number>();
+  /**
+   * Finished jobs still in memory, oldest end first: all of them, and each owner's. Entries of
+   * jobs dropped meanwhile stay until they reach the front (skipped there), so both stay within
+   * a few times the limits; eviction costs O(1) however many owners share the daemon.
+   */
+  #finishedAll: Job[] = [];
+  #finishedAllHead = 0;
+  readonly #finishedOf = new Map<string, Job[]>();
   readonly #creating = new Map<string, number>();
   readonly #clock: Clock;
   archive: JobArchive | undefined;
@@ -227,34 +234,55 @@ export class Registry {
     if (this.#jobs.get(job.id) !== job) return;
     this.#finished++;
     this.#finishedBytes += job.retainedBytes;
-    const n = (this.#finishedOf.get(job.owner) ?? 0) + 1;
-    this.#finishedOf.set(job.owner, n);
-    if (n > this.limits.finishedJobsPerOwner) this.#dropOldestFinished(job.owner);
+    this.#finishedAll.push(job);
+    let mine = this.#finishedOf.get(job.owner);
+    if (!mine) this.#finishedOf.set(job.owner, mine = []);
+    mine.push(job);
+    while (this.#kept(mine) > this.limits.finishedJobsPerOwner) this.#drop(mine.shift()!);
     while (
       this.#finished > this.limits.finishedJobsTotal ||
       this.#finishedBytes > this.limits.finishedOutputBytes
     ) {
-      if (!this.#dropOldestFinished()) break;
+      const oldest = this.#oldestFinished();
+      if (!oldest) break;
+      this.#drop(oldest);
     }
-    // Dropped jobs leave holes in the order list; compact once they are the majority.
+    // Dropped jobs leave holes in the lists; compact once they are the majority.
     if (this.#order.length > 2 * this.#jobs.size + 64) {
       this.#order = this.#order.filter((j) => this.#jobs.get(j.id) === j);
     }
+    if (this.#finishedAll.length - this.#finishedAllHead > 2 * this.#finished + 64) {
+      this.#finishedAll = this.#finishedAll.slice(this.#finishedAllHead)
+        .filter((j) => this.#jobs.get(j.id) === j);
+      this.#finishedAllHead = 0;
+    }
   }
 
-  #dropOldestFinished(owner?: string): boolean {
-    for (const j of this.#order) {
-      if (!j.final || (owner !== undefined && j.owner !== owner)) continue;
-      if (this.#jobs.get(j.id) !== j) continue;
-      this.#jobs.delete(j.id);
-      this.#finished--;
-      this.#finishedBytes -= j.retainedBytes;
-      const n = (this.#finishedOf.get(j.owner) ?? 1) - 1;
-      if (n <= 0) this.#finishedOf.delete(j.owner);
-      else this.#finishedOf.set(j.owner, n);
-      return true;
+  /** Finished jobs of one owner still in memory (dropping stale entries at the front). */
+  #kept(mine: Job[]): number {
+    while (mine.length > 0 && this.#jobs.get(mine[0]!.id) !== mine[0]) mine.shift();
+    return mine.length;
+  }
+
+  #oldestFinished(): Job | undefined {
+    while (this.#finishedAllHead < this.#finishedAll.length) {
+      const j = this.#finishedAll[this.#finishedAllHead++]!;
+      if (this.#jobs.get(j.id) === j) return j;
     }
-    return false;
+    return undefined;
+  }
+
+  /** Forgets a finished job (the archive has it). */
+  #drop(j: Job): void {
+    if (this.#jobs.get(j.id) !== j) return;
+    this.#jobs.delete(j.id);
+    this.#finished--;
+    this.#finishedBytes -= j.retainedBytes;
+    const mine = this.#finishedOf.get(j.owner);
+    if (mine) {
+      this.#kept(mine);
+      if (mine.length === 0) this.#finishedOf.delete(j.owner);
+    }
   }
 
   /** Counts of what is kept in memory (for status and the memory bound's test). */

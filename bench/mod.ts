@@ -190,6 +190,32 @@ out(`termada bench — ${Deno.build.target}, deno ${Deno.version.deno}${QUICK ? 
       (YES_BYTES / 1e6 / raw2S).toFixed(1)
     } MB/s (${raw2} bytes), pipeline ${(YES_BYTES / 1e6 / pipe2S).toFixed(1)} MB/s = ${
       (100 * raw2S / pipe2S).toFixed(0)
+    } % of raw (target >= 80 %)`,
+  );
+  // `yes` is the worst case for the recording (a JSON escape every other byte); log-like lines
+  // (~60 bytes, one newline each) are what builds and servers print.
+  const lines = Math.round(YES_BYTES / 60);
+  const cmd3 =
+    `stty -onlcr; seq -f '%09.0f INFO request handled path=/api/v1/items status=200' ${lines}`;
+  const t4 = performance.now();
+  let raw3 = 0;
+  {
+    await using pty = Pty.spawn({ argv: ["bash", "-c", cmd3], env });
+    const done = Promise.withResolvers<void>();
+    pty.setSink((c) => {
+      raw3 += c.length;
+    }, () => done.resolve());
+    await done.promise;
+  }
+  const raw3S = (performance.now() - t4) / 1000;
+  const t5 = performance.now();
+  await engine.run("bench", { command: [cmd3], timeout_ms: 600_000 });
+  const pipe3S = (performance.now() - t5) / 1000;
+  out(
+    `    log-like lines:      raw ${
+      (raw3 / 1e6 / raw3S).toFixed(1)
+    } MB/s (${raw3} bytes), pipeline ${(raw3 / 1e6 / pipe3S).toFixed(1)} MB/s = ${
+      (100 * raw3S / pipe3S).toFixed(0)
     } % of raw`,
   );
 }

@@ -8,23 +8,22 @@
  */
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { procStat } from "../src/pty/mod.ts";
-import { MOD, ROOT } from "./_daemon.ts";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ChildStdioTransport,
+  DENO_ARGS,
+  lockPid,
+  pumpLines,
+  pumpText,
+  spawnPiped,
+  type SpawnSpec,
+  waitGone,
+} from "./_daemon.ts";
+
+export { DENO_ARGS, type SpawnSpec };
 
 /** The deno binary running the tests (the real one, not a wrapper script). */
 export const DENO = Deno.execPath();
-/** `deno run …` arguments that run Termada from source with the daemon permission set. */
-export const DENO_ARGS: readonly string[] = [
-  "run",
-  "--config",
-  `${ROOT}deno.json`,
-  "-P=daemon",
-  "--no-prompt",
-  "--quiet",
-  MOD,
-];
 /** Arguments of `termada serve --stdio` from source. */
 export const SHIM_ARGS: readonly string[] = [...DENO_ARGS, "serve", "--stdio"];
 
@@ -72,38 +71,69 @@ export async function pollUntil<T>(
   }
 }
 
-/** Waits until process `pid` is gone (or a zombie). */
-export async function waitPidGone(pid: number, ms = 10_000): Promise<void> {
-  await pollUntil(
-    () => {
-      const st = procStat(pid);
-      return !st || st.state === "Z" ? true : undefined;
+/** Runs a command to completion (stdin closed); SIGKILLs it after `ms` and says so. */
+export async function runWithDeadline(
+  program: string,
+  args: string[],
+  opts: { ms: number; env?: Record<string, string>; cwd?: string },
+): Promise<{ code: number; stdout: string; stderr: string; timedOut: boolean }> {
+  const abort = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    abort.abort();
+  }, opts.ms);
+  try {
+    const out = await new Deno.Command(program, {
+      args,
+      // With an environment given, it is the whole of it: nothing is inherited.
+      ...(opts.env ? { env: opts.env, clearEnv: true } : {}),
+      cwd: opts.cwd,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      signal: abort.signal,
+    }).output();
+    const dec = new TextDecoder();
+    return {
+      code: out.code,
+      stdout: dec.decode(out.stdout),
+      stderr: dec.decode(out.stderr),
+      timedOut,
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** An MCP `initialize` request (id 1) from a client called `name`. */
+export function initializeRequest(name: string): Record<string, unknown> {
+  return {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: {
+      protocolVersion: "2025-06-18",
+      capabilities: {},
+      clientInfo: { name, version: "1" },
     },
-    `process ${pid} to exit`,
-    ms,
-  );
+  };
 }
 
 /** SIGTERM the daemon whose pid is in `<stateDir>/termada.lock` (if any) and wait for it. */
 export async function stopLockedDaemon(stateDir: string): Promise<number | undefined> {
-  let pid: number | undefined;
-  try {
-    const n = Number(Deno.readTextFileSync(`${stateDir}/termada.lock`).trim());
-    pid = n > 0 ? n : undefined;
-  } catch {
-    return undefined; // no lock: no daemon was started there
-  }
-  if (pid === undefined) return undefined;
+  const pid = lockPid(stateDir);
+  if (pid === undefined) return undefined; // no lock: no daemon was started there
   try {
     Deno.kill(pid, "SIGTERM");
   } catch {
     return pid; // already gone
   }
   try {
-    await waitPidGone(pid, 10_000);
+    await waitGone(pid, 10_000);
   } catch {
     Deno.kill(pid, "SIGKILL");
-    await waitPidGone(pid, 5_000);
+    await waitGone(pid, 5_000);
   }
   return pid;
 }
@@ -202,94 +232,6 @@ export async function fails(
 
 // ── MCP over a child's stdio ────────────────────────────────────────────────
 
-export interface SpawnSpec {
-  command?: string;
-  args: readonly string[];
-  /** The child's whole environment (nothing is inherited). */
-  env: Record<string, string>;
-  cwd?: string;
-}
-
-/**
- * Newline-delimited JSON-RPC over a child's stdin/stdout. Unlike the SDK's StdioClientTransport
- * it takes a clean environment and a cwd, and leaves no timer behind on close.
- */
-export class ChildStdioTransport implements Transport {
-  onmessage?: (m: JSONRPCMessage) => void;
-  onclose?: () => void;
-  onerror?: (e: Error) => void;
-  readonly child: Deno.ChildProcess;
-  stderrText = "";
-  #writer: WritableStreamDefaultWriter<Uint8Array>;
-  #reading: Promise<void> | undefined;
-  #stderrPump: Promise<void>;
-
-  constructor(spec: SpawnSpec) {
-    const child = new Deno.Command(spec.command ?? DENO, {
-      args: [...spec.args],
-      env: spec.env,
-      clearEnv: true,
-      cwd: spec.cwd,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    this.child = child;
-    this.#writer = child.stdin.getWriter();
-    this.#stderrPump = (async () => {
-      const dec = new TextDecoder();
-      for await (const c of child.stderr) this.stderrText += dec.decode(c, { stream: true });
-    })();
-  }
-
-  start(): Promise<void> {
-    this.#reading = (async () => {
-      const dec = new TextDecoder();
-      let buf = "";
-      for await (const chunk of this.child.stdout) {
-        buf += dec.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          try {
-            this.onmessage?.(JSON.parse(line));
-          } catch (err) {
-            this.onerror?.(new Error(`not JSON on stdout: ${line.slice(0, 200)}`, { cause: err }));
-          }
-        }
-      }
-      this.onclose?.();
-    })();
-    return Promise.resolve();
-  }
-
-  async send(message: JSONRPCMessage): Promise<void> {
-    await this.#writer.write(new TextEncoder().encode(JSON.stringify(message) + "\n"));
-  }
-
-  async close(): Promise<void> {
-    try {
-      await this.#writer.close();
-    } catch {
-      // already closed (the child exited)
-    }
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const st = await Promise.race([
-      this.child.status,
-      new Promise<undefined>((r) => timer = setTimeout(() => r(undefined), 5000)),
-    ]);
-    clearTimeout(timer);
-    if (!st) {
-      this.child.kill("SIGKILL");
-      await this.child.status;
-    }
-    await this.#reading;
-    await this.#stderrPump;
-  }
-}
-
 export type SpawnedClient = Client & AsyncDisposable & { stderr(): string };
 
 /** An SDK Client connected to a spawned stdio server; `listTools()` already called. */
@@ -298,7 +240,7 @@ export async function spawnClient(
   name = "termada-contract-test",
   connectTimeoutMs = 20_000,
 ): Promise<SpawnedClient> {
-  const transport = new ChildStdioTransport(spec);
+  const transport = new ChildStdioTransport({ clearEnv: true, ...spec });
   const client = new Client({ name, version: "1" });
   const dispose = async () => {
     await client.close();
@@ -337,37 +279,15 @@ export class RawLines implements AsyncDisposable {
   #closed: Promise<void> | undefined;
 
   constructor(spec: SpawnSpec) {
-    const child = new Deno.Command(spec.command ?? DENO, {
-      args: [...spec.args],
-      env: spec.env,
-      clearEnv: true,
-      cwd: spec.cwd,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
+    const child = spawnPiped({ clearEnv: true, ...spec });
     this.child = child;
     this.#writer = child.stdin.getWriter();
-    this.#pump = (async () => {
-      const dec = new TextDecoder();
-      let buf = "";
-      for await (const chunk of child.stdout) {
-        buf += dec.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (line) this.#lines.push(line);
-        }
+    this.#pump = pumpLines(child.stdout, (line) => this.#lines.push(line), () => this.#wake?.())
+      .then(() => {
+        this.#ended = true;
         this.#wake?.();
-      }
-      this.#ended = true;
-      this.#wake?.();
-    })();
-    this.#errPump = (async () => {
-      const dec = new TextDecoder();
-      for await (const c of child.stderr) this.stderrText += dec.decode(c, { stream: true });
-    })();
+      });
+    this.#errPump = pumpText(child.stderr, (t) => this.stderrText += t);
   }
 
   /** Writes `text` and a newline; fails if the child does not take it within `timeoutMs`. */

@@ -8,7 +8,8 @@ preloadNative();
 
 export const ROOT = new URL("..", import.meta.url).pathname;
 export const MOD = `${ROOT}mod.ts`;
-const DENO_ARGS = [
+/** `deno run …` arguments that run Termada from source with the daemon permission set. */
+export const DENO_ARGS: readonly string[] = [
   "run",
   "--config",
   `${ROOT}deno.json`,
@@ -142,50 +143,92 @@ export async function startDaemon(
   };
 }
 
+/** What to spawn: `deno` by default, with exactly `env` when `clearEnv` is set. */
+export interface SpawnSpec {
+  command?: string;
+  args: readonly string[];
+  env: Record<string, string>;
+  /** Inherit nothing: `env` is the child's whole environment. */
+  clearEnv?: boolean;
+  cwd?: string;
+}
+
+/** A child with piped stdio, spawned from `spec`. */
+export function spawnPiped(spec: SpawnSpec): Deno.ChildProcess {
+  return new Deno.Command(spec.command ?? Deno.execPath(), {
+    args: [...spec.args],
+    env: spec.env,
+    clearEnv: spec.clearEnv ?? false,
+    cwd: spec.cwd,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+}
+
+/** Calls `onLine` for each non-empty (trimmed) line of `stream`; resolves at its end. */
+export async function pumpLines(
+  stream: ReadableStream<Uint8Array>,
+  onLine: (line: string) => void,
+  onChunk?: () => void,
+): Promise<void> {
+  const dec = new TextDecoder();
+  let buf = "";
+  for await (const chunk of stream) {
+    buf += dec.decode(chunk, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).trim();
+      buf = buf.slice(nl + 1);
+      if (line) onLine(line);
+    }
+    onChunk?.();
+  }
+}
+
+/** Appends everything `stream` carries to `sink`, as text. */
+export async function pumpText(
+  stream: ReadableStream<Uint8Array>,
+  sink: (text: string) => void,
+): Promise<void> {
+  const dec = new TextDecoder();
+  for await (const c of stream) sink(dec.decode(c, { stream: true }));
+}
+
 /**
  * A minimal stdio transport over Deno.Command (newline-delimited JSON-RPC, as MCP stdio is).
  * The SDK's StdioClientTransport leaves a 2 s timer behind on close, which the test sanitizers
- * rightly flag; this one waits for the child and leaves nothing.
+ * rightly flag, and cannot clear the environment or set a cwd; this one can, and waits for the
+ * child and leaves nothing.
  */
-class ChildStdioTransport implements Transport {
+export class ChildStdioTransport implements Transport {
   onmessage?: (m: JSONRPCMessage) => void;
   onclose?: () => void;
   onerror?: (e: Error) => void;
-  #child: Deno.ChildProcess;
+  readonly child: Deno.ChildProcess;
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #reading: Promise<void> | undefined;
   stderrText = "";
   #stderrPump: Promise<void>;
 
-  constructor(args: string[], env: Record<string, string>) {
-    const child = new Deno.Command(Deno.execPath(), {
-      args,
-      env,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    this.#child = child;
-    this.#writer = child.stdin.getWriter();
-    this.#stderrPump = (async () => {
-      const dec = new TextDecoder();
-      for await (const c of child.stderr) this.stderrText += dec.decode(c, { stream: true });
-    })();
+  constructor(spec: SpawnSpec) {
+    this.child = spawnPiped(spec);
+    this.#writer = this.child.stdin.getWriter();
+    this.#stderrPump = pumpText(this.child.stderr, (t) => this.stderrText += t);
   }
 
   start(): Promise<void> {
     this.#reading = (async () => {
-      const dec = new TextDecoder();
-      let buf = "";
-      for await (const chunk of this.#child.stdout) {
-        buf += dec.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (line) this.onmessage?.(JSON.parse(line));
+      await pumpLines(this.child.stdout, (line) => {
+        let message: JSONRPCMessage;
+        try {
+          message = JSON.parse(line);
+        } catch (err) {
+          this.onerror?.(new Error(`not JSON on stdout: ${line.slice(0, 200)}`, { cause: err }));
+          return;
         }
-      }
+        this.onmessage?.(message);
+      });
       // The shim exited on its own (its daemon stopped): stdin is released here, since the
       // client will not call close() on a transport that already reported its end.
       await this.#closeStdin();
@@ -209,15 +252,15 @@ class ChildStdioTransport implements Transport {
   async close(): Promise<void> {
     await this.#closeStdin();
     const st = await Promise.race([
-      this.#child.status,
+      this.child.status,
       new Promise<undefined>((r) => {
         const t = setTimeout(() => r(undefined), 5000);
-        this.#child.status.finally(() => clearTimeout(t));
+        this.child.status.finally(() => clearTimeout(t));
       }),
     ]);
     if (!st) {
-      this.#child.kill("SIGKILL");
-      await this.#child.status;
+      this.child.kill("SIGKILL");
+      await this.child.status;
     }
     await this.#reading;
     await this.#stderrPump;
@@ -230,10 +273,10 @@ export async function stdioClient(
   shimArgs: string[] = [],
   env: Record<string, string> = {},
 ): Promise<Client & AsyncDisposable> {
-  const transport = new ChildStdioTransport(
-    [...DENO_ARGS, "serve", "--stdio", ...shimArgs],
-    termadaEnv(home, env),
-  );
+  const transport = new ChildStdioTransport({
+    args: [...DENO_ARGS, "serve", "--stdio", ...shimArgs],
+    env: termadaEnv(home, env),
+  });
   const client = new Client({ name: "termada-test", version: "1" });
   await client.connect(transport);
   return Object.assign(client, {

@@ -21,6 +21,7 @@ import {
 import {
   callTool,
   fails,
+  initializeRequest,
   ok,
   pollUntil,
   RawLines,
@@ -950,16 +951,7 @@ Deno.test("the stdio shim answers malformed JSON-RPC lines and keeps serving", a
         env: termadaEnv(home),
       });
       try {
-        await raw.send({
-          jsonrpc: "2.0",
-          id: 1,
-          method: "initialize",
-          params: {
-            protocolVersion: "2025-06-18",
-            capabilities: {},
-            clientInfo: { name: "raw-lines", version: "1" },
-          },
-        });
+        await raw.send(initializeRequest("raw-lines"));
         const init = await raw.response(1, "initialize", 20_000);
         assert.ok(init.result, `initialize: ${JSON.stringify(init)}`);
         await raw.send({ jsonrpc: "2.0", method: "notifications/initialized" });

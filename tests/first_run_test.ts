@@ -10,8 +10,10 @@ import { ROOT } from "./_daemon.ts";
 import {
   DENO,
   DENO_ARGS,
+  initializeRequest,
   ok,
   RawLines,
+  runWithDeadline,
   spawnClient,
   stopLockedDaemon,
   withDeadline,
@@ -84,41 +86,6 @@ function hold7717(): Deno.Listener | undefined {
   }
 }
 
-/** Runs a command to completion; SIGKILLs it after `ms`. */
-async function run(
-  program: string,
-  args: string[],
-  opts: { env: Record<string, string>; cwd: string; ms: number },
-): Promise<{ code: number; stdout: string; stderr: string; timedOut: boolean }> {
-  const abort = new AbortController();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    abort.abort();
-  }, opts.ms);
-  try {
-    const out = await new Deno.Command(program, {
-      args,
-      env: opts.env,
-      clearEnv: true,
-      cwd: opts.cwd,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      signal: abort.signal,
-    }).output();
-    const dec = new TextDecoder();
-    return {
-      code: out.code,
-      stdout: dec.decode(out.stdout),
-      stderr: dec.decode(out.stderr),
-      timedOut,
-    };
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** Every directory under `root` (itself included) whose mode is not 0700. */
 function looseDirs(root: string, skip: (name: string) => boolean = () => false): string[] {
   const bad: string[] = [];
@@ -186,7 +153,7 @@ Deno.test("first run with Claude Code on an empty HOME: `claude mcp list` shows 
     // The connection check waits this long for the server (the daemon starts in ~0.5 s).
     MCP_TIMEOUT: "60000",
   };
-  const add = await run(CLAUDE, [
+  const add = await runWithDeadline(CLAUDE, [
     "mcp",
     "add",
     "--scope",
@@ -200,7 +167,7 @@ Deno.test("first run with Claude Code on an empty HOME: `claude mcp list` shows 
   assert.equal(add.timedOut, false, "claude mcp add finished");
   assert.equal(add.code, 0, `claude mcp add: ${add.stdout}${add.stderr}`);
 
-  const list = await run(CLAUDE, ["mcp", "list"], { env, cwd: fr.cwd, ms: 120_000 });
+  const list = await runWithDeadline(CLAUDE, ["mcp", "list"], { env, cwd: fr.cwd, ms: 120_000 });
   const out = list.stdout + list.stderr;
   assert.equal(list.timedOut, false, `claude mcp list finished within 120 s: ${out}`);
   assert.equal(list.code, 0, `claude mcp list: ${out}`);
@@ -244,16 +211,7 @@ Deno.test('TERMADA_HOME="" (set but empty) puts no state in the current director
   let failure: string | undefined;
   try {
     try {
-      await raw.send({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: {
-          protocolVersion: "2025-06-18",
-          capabilities: {},
-          clientInfo: { name: "empty-home-var", version: "1" },
-        },
-      });
+      await raw.send(initializeRequest("empty-home-var"));
       answer = await raw.response(1, "initialize", 20_000);
     } catch (err) {
       failure = (err as Error).message;

@@ -5,43 +5,11 @@
  */
 import assert from "node:assert/strict";
 import { ROOT, tempHome } from "./_daemon.ts";
-import { DENO, SHIM_ARGS, stopLockedDaemon } from "./_clients.ts";
+import { DENO, runWithDeadline, SHIM_ARGS, stopLockedDaemon } from "./_clients.ts";
 
 const INSPECTOR = `${ROOT}.tools/node_modules/.bin/mcp-inspector`;
 const INSTALL_HINT =
   "run the dev-tools install: npm install --prefix .tools @modelcontextprotocol/inspector@2.12.0";
-
-/** Runs a command to completion; SIGKILLs it after `ms`. */
-async function runWithDeadline(
-  program: string,
-  args: string[],
-  ms: number,
-): Promise<{ code: number; stdout: string; stderr: string; timedOut: boolean }> {
-  const abort = new AbortController();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    abort.abort();
-  }, ms);
-  try {
-    const out = await new Deno.Command(program, {
-      args,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      signal: abort.signal,
-    }).output();
-    const dec = new TextDecoder();
-    return {
-      code: out.code,
-      stdout: dec.decode(out.stdout),
-      stderr: dec.decode(out.stderr),
-      timedOut,
-    };
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 Deno.test("the MCP Inspector CLI in --strict mode reports no portability warnings for tools/list", async () => {
   try {
@@ -64,7 +32,7 @@ Deno.test("the MCP Inspector CLI in --strict mode reports no portability warning
       "--",
       DENO,
       ...SHIM_ARGS,
-    ], 120_000);
+    ], { ms: 120_000 });
     assert.equal(r.timedOut, false, `the inspector did not finish within 120 s:\n${r.stderr}`);
     assert.equal(r.code, 0, `inspector exit code 0, got ${r.code}:\n${r.stderr.slice(0, 3000)}`);
 

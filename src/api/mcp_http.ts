@@ -10,7 +10,7 @@ import type { Context, Hono } from "hono";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { createMcpServer, jsonRpcShapeError, type McpServerOptions } from "../mcp/mod.ts";
-import { bearerToken, logger } from "../shared/mod.ts";
+import { bearerToken, concatBytes, logger } from "../shared/mod.ts";
 import { type AppEnv, problem } from "./http.ts";
 
 const log = logger("api");
@@ -223,13 +223,7 @@ async function readBounded(req: Request, limit: number): Promise<Uint8Array | un
     }
     chunks.push(value);
   }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return bytes;
+  return concatBytes(chunks, size);
 }
 
 function clientName(body: unknown): string | undefined {

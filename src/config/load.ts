@@ -16,7 +16,7 @@ import {
   visit,
   type YAMLError,
 } from "yaml";
-import { type Logger, logger, TermadaError } from "../shared/mod.ts";
+import { concatBytes, type Logger, logger, TermadaError } from "../shared/mod.ts";
 import { Config, CONFIG_LIMITS, DEFAULT_CONFIG } from "./schema.ts";
 
 export interface LoadedConfig {
@@ -330,13 +330,7 @@ async function readAtMost(file: Deno.FsFile, limit: number): Promise<Uint8Array>
     chunks.push(buf.slice(0, n));
     total += n;
   }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
+  return concatBytes(chunks, total);
 }
 
 function decode(path: string, data: Uint8Array): string {

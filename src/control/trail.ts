@@ -27,7 +27,7 @@ import {
   SpoolWriter,
   type Summary,
 } from "../output/mod.ts";
-import { type Clock, isId, logger, soon, TermadaError } from "../shared/mod.ts";
+import { type Clock, concatBytes, isId, logger, soon, TermadaError } from "../shared/mod.ts";
 import type { JobRow, Store } from "../store/mod.ts";
 import type { JobStatus, JobSummary } from "../wire/mod.ts";
 import {
@@ -508,7 +508,7 @@ class Capture {
     const chunks = this.#chunks;
     this.#chunks = null;
     if (chunks === null) return { inline: null, sha256 };
-    return { inline: concat(chunks, this.#bytes), sha256 };
+    return { inline: concatBytes(chunks, this.#bytes), sha256 };
   }
 
   /** Writes through to disk from now on (what a caller was shown must survive a crash). */
@@ -551,17 +551,6 @@ class Capture {
       log.error("could not spool a job's output", { job: this.#job.id, error: err });
     }
   }
-}
-
-function concat(chunks: Uint8Array[], total: number): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
 }
 
 function rowOf(job: Job): Parameters<TrailStore["jobs"]["insert"]>[0] {

@@ -1,4 +1,5 @@
 /** Newline-delimited framing over a byte stream (MCP's stdio framing): bounded lines. */
+import { concatBytes } from "../shared/mod.ts";
 
 /** Longest line read (a request); the HTTP endpoint has the same bound on a body. */
 export const MAX_LINE_BYTES = 4 * 1024 * 1024;
@@ -33,7 +34,7 @@ export async function* readLines(
       else if (partsLen + piece.length > max) yield { kind: "too_large" };
       else {
         parts.push(piece);
-        yield { kind: "line", bytes: join(parts, partsLen + piece.length) };
+        yield { kind: "line", bytes: concatBytes(parts, partsLen + piece.length) };
       }
       parts = [];
       partsLen = 0;
@@ -52,16 +53,5 @@ export async function* readLines(
     parts.push(rest.slice());
     partsLen += rest.length;
   }
-  if (!skipping && partsLen > 0) yield { kind: "line", bytes: join(parts, partsLen) };
-}
-
-function join(parts: Uint8Array[], total: number): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  if (!skipping && partsLen > 0) yield { kind: "line", bytes: concatBytes(parts, partsLen) };
 }

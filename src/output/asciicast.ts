@@ -15,7 +15,7 @@
  * rotation time; event times in each file count from that file's header. A file may exceed
  * `maxFileBytes` only when it holds a single event that alone is larger (one event of slack).
  */
-import { type Clock, logger, systemClock, TermadaError } from "../shared/mod.ts";
+import { type Clock, concatBytes, logger, systemClock, TermadaError } from "../shared/mod.ts";
 
 const log = logger("output");
 
@@ -317,18 +317,7 @@ export class AsciicastRecorder {
     if (total === 0) return;
     const file = this.#file;
     if (file === null) throw new Error("the recording file is not open");
-    let bytes: Uint8Array;
-    if (parts.length === 1) {
-      bytes = parts[0]!;
-    } else {
-      bytes = new Uint8Array(total);
-      let off = 0;
-      for (const p of parts) {
-        bytes.set(p, off);
-        off += p.length;
-      }
-    }
-    await writeAll(file, bytes);
+    await writeAll(file, concatBytes(parts, total));
     this.#fileBytes += total;
     this.#bytesWritten += total;
   }

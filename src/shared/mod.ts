@@ -1,6 +1,6 @@
 /**
  * Shared building blocks used by every layer: typed errors with wire codes, the stderr logger,
- * random ids and the clock. Depends on nothing else in the project.
+ * random ids, the clock and byte helpers. Depends on nothing else in the project.
  */
 export {
   ERROR_CODES,
@@ -18,6 +18,7 @@ export { type IdKind, idPattern, isId, newId, randomHex } from "./ids.ts";
 export { bearerToken, MAX_TOKEN_LENGTH, sameSecret } from "./secrets.ts";
 export { type Clock, systemClock } from "./clock.ts";
 export { delay, soon, within } from "./async.ts";
+export { concatBytes } from "./bytes.ts";
 export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";
 export { seededRandom } from "./prng.ts";
 export {

@@ -324,6 +324,27 @@ Deno.test("takeover: agents wait while an operator types, and the operator's com
   assert.equal((await e.run(A, { command: ["echo", "after"] })).output, "after\n");
 });
 
+Deno.test("a refused lease action is not recorded: no takeover, input or pause that never happened", async () => {
+  await using rt = await testRuntime();
+  const alice = { kind: "operator" as const, id: "alice-op" };
+  const bob = { kind: "operator" as const, id: "bob-op" };
+  const r = await rt.engine.run(A, { command: ["true"] });
+  rt.ops.takeover(alice, r.session_id);
+  const before = rt.records().length;
+  assert.throws(() => rt.ops.takeover(bob, r.session_id), /holds session/);
+  assert.throws(() => rt.ops.release(bob, r.session_id), /holds session/);
+  assert.throws(() => rt.ops.pauseOutput(bob, r.session_id), /Take over session/);
+  await rejectsWith(() => rt.ops.type(bob, r.session_id, "ls\r"), "INVALID_ARGUMENT");
+  await rejectsWith(
+    () => rt.ops.type(alice, r.session_id, "x".repeat(70_000)),
+    "INVALID_ARGUMENT",
+  );
+  const refused = rt.records().slice(before).map((x) => x.event);
+  assert.deepEqual(refused, [], "nothing recorded for what did not happen");
+  rt.ops.release(alice, r.session_id);
+  assert.equal(rt.records().at(-1)?.event, "session.release");
+});
+
 Deno.test("pause agent output: the agent reads nothing new until the operator resumes", async () => {
   await using rt = await testRuntime();
   const e = rt.engine;

@@ -5,7 +5,13 @@
  * use case is audited before it takes effect. Agents never reach this class: the edges hand it
  * only to operator-authenticated routes.
  */
-import { type Engine, type Session, sessionInfo, summarize } from "../engine/mod.ts";
+import {
+  type Engine,
+  type LeaseAction,
+  type Session,
+  sessionInfo,
+  summarize,
+} from "../engine/mod.ts";
 import { encodeCursor } from "../output/mod.ts";
 import { notFound } from "../shared/mod.ts";
 import type {
@@ -110,28 +116,28 @@ export class OperatorOps {
   // ── takeover ──────────────────────────────────────────────────────────────
 
   takeover(by: Actor, sessionId: string): SessionInfo {
-    const s = this.#o.engine.registry.anySession(sessionId);
+    const s = this.#allowed(by, sessionId, "take");
     this.#o.recorder.record(by, "session.takeover", { session_id: s.id });
     this.#o.engine.leases.take(s, by.id);
     return sessionInfo(s);
   }
 
   release(by: Actor, sessionId: string): SessionInfo {
-    const s = this.#o.engine.registry.anySession(sessionId);
+    const s = this.#allowed(by, sessionId, "release");
     this.#o.recorder.record(by, "session.release", { session_id: s.id });
     this.#o.engine.leases.release(s, by.id);
     return sessionInfo(s);
   }
 
   pauseOutput(by: Actor, sessionId: string): SessionInfo {
-    const s = this.#o.engine.registry.anySession(sessionId);
+    const s = this.#allowed(by, sessionId, "pause");
     this.#o.recorder.record(by, "session.output_paused", { session_id: s.id });
     this.#o.engine.leases.pauseOutput(s, by.id);
     return sessionInfo(s);
   }
 
   resumeOutput(by: Actor, sessionId: string): SessionInfo {
-    const s = this.#o.engine.registry.anySession(sessionId);
+    const s = this.#allowed(by, sessionId, "resume");
     this.#o.recorder.record(by, "session.output_resumed", { session_id: s.id });
     this.#o.engine.leases.resumeOutput(s, by.id);
     return sessionInfo(s);
@@ -139,9 +145,19 @@ export class OperatorOps {
 
   /** Keys from the operator who holds the keyboard (audited as a count, not the text). */
   async type(by: Actor, sessionId: string, data: string): Promise<void> {
-    const s = this.#o.engine.registry.anySession(sessionId);
+    const s = this.#allowed(by, sessionId, "type", data);
     this.#o.recorder.record(by, "operator.input", { session_id: s.id, bytes: data.length });
     await this.#o.engine.leases.type(s, by.id, data);
+  }
+
+  /**
+   * The session, once its lease allows `action`; else it throws before anything is recorded (a
+   * refused takeover leaves no `session.takeover` in the audit log).
+   */
+  #allowed(by: Actor, sessionId: string, action: LeaseAction, text?: string): Session {
+    const s = this.#o.engine.registry.anySession(sessionId);
+    this.#o.engine.leases.check(s, by.id, action, text);
+    return s;
   }
 
   resize(

@@ -10,6 +10,9 @@ import type { Session } from "./session.ts";
 /** Most bytes an operator types in one request. */
 export const MAX_OPERATOR_INPUT = 65_536;
 
+/** What an operator does with a session's lease (see `Leases.check`). */
+export type LeaseAction = "take" | "release" | "pause" | "resume" | "type";
+
 export class Leases {
   readonly #clock: Clock;
 
@@ -17,15 +20,37 @@ export class Leases {
     this.#clock = clock;
   }
 
+  /**
+   * Throws what `action` would throw, and does nothing: the caller records the action only once
+   * it is sure to happen (a refused takeover leaves no `session.takeover` record).
+   */
+  check(s: Session, operator: string, action: LeaseAction, text = ""): void {
+    switch (action) {
+      case "take":
+      case "release":
+        assertNotHeldByOther(s, operator);
+        return;
+      case "pause":
+        return assertHolder(s, operator, "pause its output");
+      case "resume":
+        return assertHolder(s, operator, "resume its output");
+      case "type":
+        assertHolder(s, operator, "type into it");
+        if (text.length > MAX_OPERATOR_INPUT) {
+          throw new TermadaError("INVALID_ARGUMENT", "Input over 64 KiB");
+        }
+    }
+  }
+
   take(s: Session, operator: string): void {
-    assertNotHeldByOther(s, operator);
+    this.check(s, operator, "take");
     s.lease = { operator, since: this.#clock.now() };
   }
 
   /** Hands the keyboard back to agents (and releases paused output). */
   release(s: Session, operator: string): void {
     if (!s.lease) return;
-    assertNotHeldByOther(s, operator);
+    this.check(s, operator, "release");
     s.lease = undefined;
     if (s.outputPaused) {
       s.outputPaused = false;
@@ -35,23 +60,20 @@ export class Leases {
 
   /** Holds back what agents read from the session's current job. Only the lease holder. */
   pauseOutput(s: Session, operator: string): void {
-    assertHolder(s, operator, "pause its output");
+    this.check(s, operator, "pause");
     s.outputPaused = true;
     s.job?.holdOutput();
   }
 
   resumeOutput(s: Session, operator: string): void {
-    assertHolder(s, operator, "resume its output");
+    this.check(s, operator, "resume");
     s.outputPaused = false;
     s.job?.releaseOutput();
   }
 
   /** Keys from the operator who holds the keyboard, written to the terminal. */
   async type(s: Session, operator: string, text: string): Promise<void> {
-    assertHolder(s, operator, "type into it");
-    if (text.length > MAX_OPERATOR_INPUT) {
-      throw new TermadaError("INVALID_ARGUMENT", "Input over 64 KiB");
-    }
+    this.check(s, operator, "type", text);
     await s.operatorInput(text);
   }
 }

@@ -28,7 +28,7 @@ export {
   type EngineOutputOptions,
   JobReader,
 } from "./reads.ts";
-export { Leases, MAX_OPERATOR_INPUT } from "./lease.ts";
+export { type LeaseAction, Leases, MAX_OPERATOR_INPUT } from "./lease.ts";
 export { FINAL_STATUSES, Job, type JobRecord, type JobStatus, type OutputReader } from "./job.ts";
 export { Session } from "./session.ts";
 export { type InputState } from "./input.ts";

@@ -47,8 +47,8 @@ export interface AuditEvents {
   "daemon.stopped": { reason: string };
   "audit.resumed": { after: string; verified_records: number };
   "agent.connected": { via: string };
-  "agent.gone": { via: string; sessions: string[]; grace_ms: number };
-  "agent.returned": { sessions: string[] };
+  "agent.gone": { agent: string; via: string; sessions: string[]; grace_ms: number };
+  "agent.returned": { agent: string; sessions: string[] };
   // ── sessions ──
   "session.created": { session_id: string; shell: string; cwd: string; workspace?: string };
   "session.closed": { session_id: string; reason: string };

@@ -104,7 +104,6 @@ export class Control {
       agents: this.agents,
       recorder: this.recorder,
       graceMs: o.reapAfterMs === undefined ? 300_000 : o.reapAfterMs,
-      clock,
     });
     engine.registry.archive = this.#trail.archive();
     engine.observe({

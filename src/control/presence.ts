@@ -7,7 +7,7 @@
  * Every reaping is audited (`agent.gone`, then each `session.closed` with the reason).
  */
 import type { Engine, Session } from "../engine/mod.ts";
-import { type Clock, logger, systemClock } from "../shared/mod.ts";
+import { logger } from "../shared/mod.ts";
 import type { AgentOps } from "./agent.ts";
 import type { Recorder } from "./recorder.ts";
 import { SYSTEM } from "./recorder.ts";
@@ -25,7 +25,6 @@ export interface PresenceOptions {
   recorder: Recorder;
   /** Grace after an agent's last connection closed; null: never reap. */
   graceMs: number | null;
-  clock?: Clock;
 }
 
 interface Tracked {
@@ -43,7 +42,6 @@ export class Presence {
 
   constructor(options: PresenceOptions) {
     this.#o = options;
-    void (options.clock ?? systemClock);
   }
 
   /** A connection of `agent` opened; call the returned function when it closes (idempotent). */
@@ -64,6 +62,7 @@ export class Presence {
       t.gone = false;
       this.#safeRecord(() =>
         this.#o.recorder.note(SYSTEM, "agent.returned", {
+          agent,
           sessions: this.#o.engine.registry.sessionsOf(agent).map((s) => s.id),
         })
       );
@@ -109,6 +108,7 @@ export class Presence {
       t.gone = true;
       this.#safeRecord(() =>
         this.#o.recorder.note(SYSTEM, "agent.gone", {
+          agent,
           via: t.via,
           sessions: sessions.map((s) => s.id),
           grace_ms: this.#o.graceMs ?? 0,

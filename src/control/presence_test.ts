@@ -18,6 +18,7 @@ Deno.test("a gone agent's idle sessions are closed after the grace, and that is 
   );
   assert.equal(rt.engine.listSessions(A).length, 0);
   const gone = rt.records().find((r) => r.event === "agent.gone")!;
+  assert.equal(gone.data.agent, A, "the record names the agent that went away");
   assert.ok((gone.data.sessions as string[]).includes(s1.session_id));
   const closed = rt.records().filter((r) => r.event === "session.closed");
   assert.equal(closed.length, 2);

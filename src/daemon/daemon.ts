@@ -22,7 +22,7 @@ import {
   type TermadaPaths,
 } from "../config/mod.ts";
 import { Control, SYSTEM } from "../control/mod.ts";
-import { startReclaimer } from "./reclaim.ts";
+import { type Reclaimer, startReclaimer } from "./reclaim.ts";
 import { MissionService } from "../mission/mod.ts";
 import { Redactor } from "../output/mod.ts";
 import {
@@ -75,6 +75,7 @@ interface Resources {
   abort: AbortController;
   servers: Deno.HttpServer[];
   mcpSocket: McpSocket;
+  reclaimer: Reclaimer;
 }
 
 export class Daemon {
@@ -130,7 +131,7 @@ export class Daemon {
     const config = loaded.config;
     if (!options.logLevelSet) setLogLevel(config.log.level);
     const paths = effectivePaths(basePaths, config);
-    const bind = tcpBind(options.bind ?? config.server.bind, options.bind !== undefined);
+    const bind = tcpBind(options.bind ?? config.server.bind);
     // Every directory the daemon writes exists (0700) before the first file is opened.
     ensureStateDirs(paths);
     if (options.logFile) setLogFile(options.logFile);
@@ -309,7 +310,7 @@ export class Daemon {
         host: bind.hostname,
         audit,
         missions,
-        resources: { lock, abort, servers, mcpSocket },
+        resources: { lock, abort, servers, mcpSocket, reclaimer },
       });
       log.info("daemon ready", {
         pid: Deno.pid,
@@ -361,6 +362,7 @@ export class Daemon {
           log.error(`stop: ${what} failed`, { error: err });
         }
       };
+      r.reclaimer.stop();
       await step("MCP socket", () => r.mcpSocket.close());
       await step("MCP sessions", () => this.#app.close());
       await step("listeners", async () => {
@@ -385,7 +387,7 @@ export class Daemon {
 }
 
 /** `--bind` / `server.bind`, or the default: 127.0.0.1:7717 if free, else any free port. */
-function tcpBind(value: string | null, fromFlag: boolean): TcpBind {
+function tcpBind(value: string | null): TcpBind {
   if (value === null) return { hostname: "127.0.0.1", port: PREFERRED_PORT, explicit: false };
   const b = parseBind(value);
   if (!b) {
@@ -395,7 +397,6 @@ function tcpBind(value: string | null, fromFlag: boolean): TcpBind {
       { hint: "Use 127.0.0.1:PORT (or [::1]:PORT); Termada never listens beyond this machine" },
     );
   }
-  void fromFlag;
   return { ...b, explicit: true };
 }
 

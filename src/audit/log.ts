@@ -76,8 +76,9 @@ export const SYSTEM_IO: AuditIo = {
 export const LAZY_SYNC_MS = 20;
 
 /**
- * A durable append this long after the previous one is "alone" and synced inline; closer ones
- * join a group sync (one fdatasync for all of them, off the main thread).
+ * A durable append this long after the previous one (after its end, when that one was synced
+ * inline) is "alone" and synced inline; closer ones join a group sync (one fdatasync for all of
+ * them, off the main thread).
  */
 export const LONE_INTENT_GAP_MS = 1;
 
@@ -331,7 +332,7 @@ export class AuditLog {
   #syncing: Promise<void> | null = null;
   #syncWaiters: SyncWaiter[] = [];
   #lazyTimer: ReturnType<typeof setTimeout> | undefined;
-  /** When the last durable append was asked for (mono ms). */
+  /** When the last durable append was written, or asked for if it joined a group (mono ms). */
   #lastDurableAt = -Infinity;
 
   static {
@@ -519,14 +520,21 @@ export class AuditLog {
     event: string,
     data: Record<string, unknown> = {},
   ): Promise<AuditRecord> {
-    const now = performance.now();
     const alone = this.#syncing === null && this.#syncWaiters.length === 0 &&
-      now - this.#lastDurableAt > LONE_INTENT_GAP_MS;
-    this.#lastDurableAt = now;
+      performance.now() - this.#lastDurableAt > LONE_INTENT_GAP_MS;
     // A lone intent is synced on this thread: no hand-off to the blocking pool and back, which
     // costs more than the fdatasync itself here. Intents that come close together share one
-    // sync off the main thread instead, so concurrent agents do not wait on each other.
-    if (alone) return this.#append(actor, event, data, true);
+    // sync off the main thread instead, so concurrent agents do not wait on each other. "Close"
+    // counts from the end of the previous one: intents that queued up while an inline sync held
+    // the thread (a slow disk) join one group sync instead of each syncing alone in turn.
+    if (alone) {
+      try {
+        return this.#append(actor, event, data, true);
+      } finally {
+        this.#lastDurableAt = performance.now();
+      }
+    }
+    this.#lastDurableAt = performance.now();
     const rec = this.#append(actor, event, data, false);
     await this.durable(rec.seq);
     return rec;

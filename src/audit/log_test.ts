@@ -13,7 +13,14 @@ import {
   withDir,
   writeLines,
 } from "./_test_util.ts";
-import { type AuditIo, AuditLog, MAX_TAIL, openAuditLog, SYSTEM_IO } from "./log.ts";
+import {
+  type AuditIo,
+  AuditLog,
+  LONE_INTENT_GAP_MS,
+  MAX_TAIL,
+  openAuditLog,
+  SYSTEM_IO,
+} from "./log.ts";
 import { CHECKPOINT_FILE, GENESIS, parseCheckpoint } from "./record.ts";
 import { verifyAudit } from "./verify.ts";
 
@@ -628,7 +635,14 @@ Deno.test("close syncs what was written lazily; a failed group sync latches the 
     let failAsync = false;
     const io: AuditIo = {
       write: SYSTEM_IO.write,
-      sync: SYSTEM_IO.sync,
+      // A slow disk: the inline sync takes far longer than LONE_INTENT_GAP_MS.
+      sync: (file) => {
+        const t0 = performance.now();
+        SYSTEM_IO.sync(file);
+        while (performance.now() - t0 < 5 * LONE_INTENT_GAP_MS) {
+          // the disk is still flushing
+        }
+      },
       syncAsync: (file) =>
         failAsync ? Promise.reject(new Error("Input/output error (os error 5)")) : file.syncData(),
     };
@@ -636,7 +650,8 @@ Deno.test("close syncs what was written lazily; a failed group sync latches the 
     try {
       log.write(AGENT, "job.finished", { i: 1 });
       failAsync = true;
-      // The first of two close intents is synced inline; the second joins a group sync, which fails.
+      // The first of two close intents is synced inline; the second comes right after it ended,
+      // however long it took, so it joins a group sync, which fails.
       const first = log.appendDurable(AGENT, "job.requested", { i: 2 });
       await assert.rejects(
         () => log.appendDurable(AGENT, "job.requested", { i: 3 }),

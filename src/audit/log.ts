@@ -80,7 +80,7 @@ export const LAZY_SYNC_MS = 20;
  * inline) is "alone" and synced inline; closer ones join a group sync (one fdatasync for all of
  * them, off the main thread).
  */
-export const LONE_INTENT_GAP_MS = 1;
+export const LONE_INTENT_GAP_MS = 0.25;
 
 export const DEFAULT_MAX_SEGMENT_BYTES = 8 * 1024 * 1024;
 export const MIN_SEGMENT_BYTES = 1024;

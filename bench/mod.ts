@@ -18,7 +18,12 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { AuditLog } from "../src/audit/mod.ts";
-import { connectMcp, SocketClientTransport, socketFetch } from "../src/client/mod.ts";
+import {
+  connectMcp,
+  readSocketKey,
+  SocketClientTransport,
+  socketFetch,
+} from "../src/client/mod.ts";
 import { Daemon } from "../src/daemon/mod.ts";
 import { compilePolicy, decide } from "../src/policy/mod.ts";
 import { testRuntime } from "../src/control/_test_util.ts";
@@ -64,18 +69,19 @@ async function benchDaemon(http = false): Promise<{ client: Client } & AsyncDisp
     bind: "127.0.0.1:0",
   });
   const sock = socketFetch(daemon.paths.socketPath);
+  const key = readSocketKey(daemon.paths.mcpSocketPath) ?? "";
   const client = new Client({ name: "bench", version: "1" });
   if (http) {
     await client.connect(
       new StreamableHTTPClientTransport(new URL("http://termada/mcp"), {
         fetch: sock.fetch,
-        requestInit: { headers: { "x-termada-agent": "bench" } },
+        requestInit: { headers: { "x-termada-agent": "bench", "x-termada-key": key } },
       }),
     );
   } else {
     const conn = await connectMcp(daemon.paths.mcpSocketPath);
     if (!conn) throw new Error("no MCP socket");
-    await client.connect(new SocketClientTransport(conn, { agent: "bench" }));
+    await client.connect(new SocketClientTransport(conn, { agent: "bench", key }));
   }
   return {
     client,

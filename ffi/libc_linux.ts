@@ -94,6 +94,50 @@ export const LIBC_LINUX = {
   poll_here: { name: "poll", parameters: ["buffer", "u64", "i32"], result: "i32" },
   // int malloc_trim(size_t pad);  — glibc only (optional: absent on musl, the symbol is null).
   malloc_trim: { parameters: ["usize"], result: "i32", optional: true },
+  // long syscall(long nr, ...);  — fixed six-argument form (integer arguments; pointers as
+  // addresses from Deno.UnsafePointer.value). For calls glibc has no wrapper for: seccomp,
+  // landlock_*, pidfd_getfd, kcmp.
+  syscall6: {
+    name: "syscall",
+    parameters: ["i64", "i64", "i64", "i64", "i64", "i64", "i64"],
+    result: "i64",
+  },
+  // int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5);
+  prctl: { parameters: ["i32", "u64", "u64", "u64", "u64"], result: "i32" },
+  // int execvpe(const char *file, char *const argv[], char *const envp[]);  (GNU; searches the
+  // PATH of the caller's own environment — the launcher setenv()s the target's PATH first)
+  execvpe: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
+  // int execve(const char *path, char *const argv[], char *const envp[]);
+  execve: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
+  // ssize_t pread(int fd, void *buf, size_t count, off_t offset);
+  pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize" },
+  // int socketpair(int domain, int type, int protocol, int sv[2]);
+  socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
+  // int getsockopt(int fd, int level, int name, void *val, socklen_t *len);
+  getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
+  // int fstat(int fd, struct stat *st);   (glibc ≥ 2.33 exports fstat/stat directly)
+  fstat: { parameters: ["i32", "buffer"], result: "i32" },
+  // int stat(const char *path, struct stat *st);
+  stat: { parameters: ["buffer", "buffer"], result: "i32" },
+  // int setenv(const char *name, const char *value, int overwrite);
+  setenv: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
+  // sighandler_t signal(int sig, sighandler_t handler);  (handler SIG_DFL = null)
+  signal: { parameters: ["i32", "pointer"], result: "pointer" },
+  // int sigprocmask(int how, const sigset_t *set, sigset_t *old);
+  sigprocmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  // int unshare(int flags);
+  unshare: { parameters: ["i32"], result: "i32" },
+  // int mount(const char *src, const char *target, const char *fstype, unsigned long flags,
+  //           const void *data);
+  mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
+  // int mkdir(const char *path, mode_t mode);
+  mkdir: { parameters: ["buffer", "u32"], result: "i32" },
+  // uid_t geteuid(void);
+  geteuid: { parameters: [], result: "u32" },
+  // pid_t getpid(void);
+  getpid: { parameters: [], result: "i32" },
+  // void _exit(int status);
+  _exit: { parameters: ["i32"], result: "void" },
   // int *__errno_location(void);
   __errno_location: { parameters: [], result: "pointer" },
   // char *strerror(int errnum);
@@ -142,7 +186,65 @@ export const LINUX = {
   DIRENT_NAME_OFFSET: 19,
   ICANON: 0o000002,
   ECHO: 0o000010,
+  EACCES: 13,
+  EPERM: 1,
+  ENOENT: 2,
+  EINVAL: 22,
+  ENOSYS: 38,
+  SIG_SETMASK: 2,
+  SOL_SOCKET: 1,
+  SO_PEERCRED: 17,
+  CLONE_NEWNS: 0x00020000,
+  MS_RDONLY: 1,
+  MS_NOSUID: 2,
+  MS_NODEV: 4,
+  MS_NOEXEC: 8,
+  MS_REMOUNT: 32,
+  MS_BIND: 4096,
+  MS_REC: 16384,
+  MS_PRIVATE: 1 << 18,
+  O_PATH: 0o10000000,
+  O_DIRECTORY_X86: 0o200000,
+  PR_SET_NO_NEW_PRIVS: 38,
+  PR_GET_NO_NEW_PRIVS: 39,
+  PR_SET_CHILD_SUBREAPER: 36,
+  PR_GET_CHILD_SUBREAPER: 37,
+  /** struct stat (glibc x86_64): st_dev 0, st_ino 8, st_mode 24 (u32), st_size 48, st_mtim 88. */
+  SIZEOF_STAT: 144,
 } as const;
+
+/** Syscall numbers glibc has no wrapper for, by architecture. */
+export const SYSCALLS = {
+  x86_64: {
+    execve: 59,
+    execveat: 322,
+    seccomp: 317,
+    pidfd_getfd: 438,
+    kcmp: 312,
+    landlock_create_ruleset: 444,
+    landlock_add_rule: 445,
+    landlock_restrict_self: 446,
+    /** AUDIT_ARCH_X86_64: what seccomp_data.arch holds for native calls. */
+    auditArch: 0xc000003e,
+  },
+  aarch64: {
+    execve: 221,
+    execveat: 281,
+    seccomp: 277,
+    pidfd_getfd: 438,
+    kcmp: 272,
+    landlock_create_ruleset: 444,
+    landlock_add_rule: 445,
+    landlock_restrict_self: 446,
+    auditArch: 0xc00000b7,
+  },
+} as const;
+
+/** This machine's syscall table (x86_64 or aarch64; anything else has no kernel features). */
+export function syscalls(): (typeof SYSCALLS)[keyof typeof SYSCALLS] | undefined {
+  const arch = Deno.build.arch;
+  return arch === "x86_64" || arch === "aarch64" ? SYSCALLS[arch] : undefined;
+}
 
 export const SIGNALS = {
   HUP: 1,

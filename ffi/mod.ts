@@ -2,9 +2,9 @@
  * Native symbol tables and the lazy opener. Data and loading only: no logic lives here; the
  * PTY layer (src/pty) owns every handle it gets from these calls.
  */
-import { LIBC_LINUX, LINUX, SIGNALS } from "./libc_linux.ts";
+import { LIBC_LINUX, LINUX, SIGNALS, SYSCALLS, syscalls } from "./libc_linux.ts";
 
-export { LIBC_LINUX, LINUX, SIGNALS };
+export { LIBC_LINUX, LINUX, SIGNALS, SYSCALLS, syscalls };
 
 export type Libc = Deno.DynamicLibrary<typeof LIBC_LINUX>["symbols"];
 

@@ -31,6 +31,7 @@ export async function operatorTestApp(
       agentForToken: () => undefined,
       isConfigured: () => false,
       devMode: options.devMode ?? true,
+      devKey: () => true,
     },
     operatorToken: OPERATOR_TOKEN,
     operator: { bus: te.bus, auditTail: (n) => te.audit.tail(n) },

@@ -21,10 +21,14 @@ const VERSION = "9.9.9-test";
 const OPERATOR_TOKEN = "fedcba9876543210fedcba9876543210";
 
 /** One configured agent, `ci`, with a 32-character token. */
+/** The socket key a real shim reads beside the socket (sent by `request` unless overridden). */
+const SOCKET_KEY = "5".repeat(64);
+
 function directory(devMode: boolean): AgentDirectory {
   const byToken = new Map([[CI_TOKEN, "ci"]]);
   return {
     devMode,
+    devKey: (key) => key === SOCKET_KEY,
     agentForToken: (token) => byToken.get(token),
     isConfigured: (id) => id === "ci",
   };
@@ -57,7 +61,12 @@ async function testApp(
     engine: te.engine,
     agents,
     async request(listener, path, init) {
-      return await app.app.fetch(new Request(`http://${HOST}${path}`, init), { listener });
+      const headers = new Headers(init?.headers);
+      if (!headers.has("x-termada-key")) headers.set("x-termada-key", SOCKET_KEY);
+      else if (headers.get("x-termada-key") === "") headers.delete("x-termada-key");
+      return await app.app.fetch(new Request(`http://${HOST}${path}`, { ...init, headers }), {
+        listener,
+      });
     },
     async [Symbol.asyncDispose]() {
       try {
@@ -273,6 +282,28 @@ Deno.test("MCP over TCP with a token: initialize, list 19 tools, exec_run", asyn
   assert.equal(t.engine.listJobs("ci").jobs[0]?.job_id, r.job_id);
   assert.deepEqual(t.agents, [["ci", "token"]]);
   assert.equal(t.app.mcpSessions, 1);
+});
+
+Deno.test("dev mode without the socket key names nobody (a process inside a session)", async () => {
+  await using t = await testApp();
+  for (const key of ["", "0".repeat(64)]) {
+    const res = await t.request("unix", "/mcp", {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "x-termada-agent": "alice",
+        "x-termada-key": key,
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    });
+    assert.equal(res.status, 401);
+    assert.match(
+      ((await res.json()) as { error: { message: string } }).error.message,
+      /socket key/,
+    );
+  }
+  assert.deepEqual(t.agents, []);
 });
 
 Deno.test("dev mode on the Unix socket takes the agent from the shim header", async () => {

@@ -22,6 +22,12 @@ export interface AgentDirectory {
   isConfigured(id: string): boolean;
   /** Development mode: agents on the Unix socket may identify themselves without a token. */
   devMode: boolean;
+  /**
+   * Whether `key` is the socket key (`<mcp socket>.key`, 0600, in a directory no session can
+   * reach): naming oneself in development mode needs it, so a process inside a session — which
+   * can connect to the socket but not read the key — gains no identity.
+   */
+  devKey(key: string | undefined): boolean;
 }
 
 export interface McpEndpointOptions {
@@ -188,6 +194,17 @@ async function identify(c: Context<AppEnv>, agents: AgentDirectory): Promise<Ide
     }
   }
   if (tokenAgent) return { agent: tokenAgent, via: "token", named: true, body };
+  if (!agents.devKey(c.req.header("x-termada-key"))) {
+    return {
+      error: problem(
+        c,
+        401,
+        "UNAUTHORIZED",
+        "Development mode needs the socket key (x-termada-key) or an agent token",
+        "The shim sends it; processes inside a Termada session cannot read it",
+      ),
+    };
+  }
   const header = c.req.header("x-termada-agent");
   const claimed = header ?? clientName(body) ?? "agent";
   const agent = agentIdFromName(claimed);

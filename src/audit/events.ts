@@ -72,6 +72,24 @@ export interface AuditEvents {
     reason?: string;
   };
   "job.requested": JobRequest & { decision: DecisionRecord };
+  // ── the exec gate (a program of a session, at its execve) ──
+  "exec.denied": {
+    job_id?: string;
+    session_id: string;
+    pid: number;
+    path: string;
+    argv: string[];
+    sha256?: string;
+    interpreter?: string;
+    decision: DecisionRecord;
+  };
+  "exec.approval_requested": JobRef & {
+    approval_id: string;
+    pid: number;
+    path: string;
+    argv: string[];
+    decision: DecisionRecord;
+  };
   "job.started_by_operator": JobRef & { command: string[] };
   "job.finished": JobRef & {
     status: string;

@@ -8,7 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { connectMcp, daemonSocket, SocketClientTransport } from "../client/mod.ts";
+import { connectMcp, daemonSocket, readSocketKey, SocketClientTransport } from "../client/mod.ts";
 import { type ErrorCode, TermadaError } from "../shared/mod.ts";
 import { selfCommand } from "./serve.ts";
 
@@ -37,14 +37,17 @@ export async function runCommand(args: string[]): Promise<number> {
   }
   const env = Deno.env.toObject();
   const forward = ["serve", ...(values.config ? ["--config", values.config] : [])];
-  const conn = await daemonSocket(
+  const { conn, path } = await daemonSocket(
     { env, configFile: values.config, daemonCommand: selfCommand(forward) },
     connectMcp,
   );
   const token = values.token ?? env.TERMADA_AGENT_TOKEN;
   const client = new Client({ name: "termada-cli", version: "1" });
   await client.connect(
-    new SocketClientTransport(conn, token ? { token } : { agent: values.agent ?? "cli" }),
+    new SocketClientTransport(
+      conn,
+      token ? { token } : { agent: values.agent ?? "cli", key: readSocketKey(path) },
+    ),
   );
   let session: string | undefined;
   try {

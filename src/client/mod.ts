@@ -8,6 +8,7 @@ export {
   connectMcp,
   daemonSocket,
   helloLine,
+  readSocketKey,
   runShim,
   type ShimOptions,
   startDaemon,

@@ -39,14 +39,27 @@ export async function connectMcp(path: string): Promise<Deno.UnixConn | undefine
 }
 
 /** The hello line that opens an MCP socket connection. */
-export function helloLine(who: { agent?: string; token?: string }): Uint8Array {
+export function helloLine(
+  who: { agent?: string; token?: string; key?: string },
+): Uint8Array {
   return encoder.encode(
     JSON.stringify({
       termada: "hello",
       v: 1,
       ...(who.token ? { token: who.token } : who.agent ? { agent: who.agent } : {}),
+      ...(who.key && !who.token ? { key: who.key } : {}),
     }) + "\n",
   );
+}
+
+/** The socket key beside a daemon socket (`<socket>.key`), or undefined when unreadable. */
+export function readSocketKey(socketPath: string): string | undefined {
+  try {
+    const k = Deno.readTextFileSync(`${socketPath}.key`).trim();
+    return /^[0-9a-f]{64}$/.test(k) ? k : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -134,8 +147,22 @@ export async function startDaemon<T>(
 /**
  * The daemon's MCP socket for these options, found (or the daemon started) the cheap way first:
  * the default socket path needs no config; only when nothing answers there is the config read.
+ * Returns the connection and the socket's path (its key sits beside it).
  */
 export async function daemonSocket<T>(
+  options: Pick<ShimOptions, "env" | "home" | "configFile" | "daemonCommand" | "startTimeoutMs">,
+  connect: (path: string) => T | undefined | Promise<T | undefined>,
+): Promise<{ conn: T; path: string }> {
+  let used = "";
+  const conn = await findDaemon(options, async (path) => {
+    const c = await connect(path);
+    if (c !== undefined) used = path;
+    return c;
+  });
+  return { conn, path: used };
+}
+
+async function findDaemon<T>(
   options: Pick<ShimOptions, "env" | "home" | "configFile" | "daemonCommand" | "startTimeoutMs">,
   connect: (path: string) => T | undefined | Promise<T | undefined>,
 ): Promise<T> {
@@ -165,8 +192,11 @@ export async function daemonSocket<T>(
 
 /** Runs the bridge until the client closes stdin (or the daemon goes away). */
 export async function runShim(options: ShimOptions): Promise<number> {
-  const fd = await daemonSocket(options, connectUnix);
-  const end = relayStdio(fd, helloLine({ agent: options.agent, token: options.token }));
+  const { conn: fd, path } = await daemonSocket(options, connectUnix);
+  const end = relayStdio(
+    fd,
+    helloLine({ agent: options.agent, token: options.token, key: readSocketKey(path) }),
+  );
   if (end === "daemon") {
     // The daemon closed first (it stopped or crashed): the client must learn it at once.
     await Deno.stderr.write(encoder.encode("termada: the connection to the daemon was lost\n"))

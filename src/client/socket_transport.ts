@@ -16,12 +16,12 @@ export class SocketClientTransport implements Transport {
   onclose?: () => void;
   onerror?: (e: Error) => void;
   readonly #conn: Deno.UnixConn;
-  readonly #who: { agent?: string; token?: string };
+  readonly #who: { agent?: string; token?: string; key?: string };
   #reading: Promise<void> | undefined;
   #writes: Promise<void> = Promise.resolve();
   #closed = false;
 
-  constructor(conn: Deno.UnixConn, who: { agent?: string; token?: string } = {}) {
+  constructor(conn: Deno.UnixConn, who: { agent?: string; token?: string; key?: string } = {}) {
     this.#conn = conn;
     this.#who = who;
   }

@@ -3,6 +3,7 @@
  * and the defaults are the product's embedded defaults (`DEFAULT_CONFIG` is the parse of `{}`).
  * Keys are snake_case as in the YAML file; `engineOptionsFrom` maps them to the engine's names.
  */
+import { basename, dirname } from "node:path";
 import { z } from "zod";
 import { compileRegex } from "../shared/mod.ts";
 import { MAX_SOCKET_PATH_BYTES, mcpSocketBeside, type TermadaPaths } from "../paths/mod.ts";
@@ -104,6 +105,15 @@ const Log = z.strictObject({
 
 const Auth = z.strictObject({
   dev_mode: z.boolean().default(true),
+});
+
+const Security = z.strictObject({
+  /**
+   * The kernel boundary around sessions (docs/SECURITY.md): `required` refuses to start sessions
+   * and jobs without the exec gate; `auto` uses what the machine has and says what it lacks;
+   * `off` runs programs directly (no exec gate, no Landlock, no cgroups).
+   */
+  exec_gate: z.enum(["required", "auto", "off"]).default("auto"),
 });
 
 const AgentId = z.string().regex(
@@ -225,6 +235,7 @@ export const Config = z.strictObject({
   server: section(Server.prefault({})),
   log: section(Log.prefault({})),
   auth: section(Auth.prefault({})),
+  security: section(Security.prefault({})),
   agents: section(Agents.prefault({})),
   sessions: section(Sessions.prefault({})),
   jobs: section(Jobs.prefault({})),
@@ -304,6 +315,8 @@ export interface EngineSettings {
   killGraceMs: number;
   /** Extra redaction patterns (`redaction.patterns`). */
   redactPatterns: string[];
+  /** The session boundary: mode, and what no session may reach. */
+  sandbox: { mode: "required" | "auto" | "off"; hide: string[] };
 }
 
 export function engineOptionsFrom(config: Config, paths: TermadaPaths): EngineSettings {
@@ -328,7 +341,27 @@ export function engineOptionsFrom(config: Config, paths: TermadaPaths): EngineSe
     },
     killGraceMs: jobs.kill_grace_ms,
     redactPatterns: [...config.redaction.patterns],
+    sandbox: { mode: config.security.exec_gate, hide: controlPlanePaths(paths) },
   };
+}
+
+/**
+ * What no process of a session may read or write (Landlock): the state dir (tokens, database,
+ * audit, recordings, spool, other sessions' files), the config file's directory, and the
+ * sockets' directories when they live elsewhere.
+ */
+export function controlPlanePaths(paths: TermadaPaths): string[] {
+  const out = new Set<string>([paths.stateDir]);
+  // A directory of Termada's own is hidden whole; a file elsewhere (`--config ./x.yaml` in a
+  // project) only as itself, so the project around it stays reachable.
+  const own = (p: string) => {
+    const d = dirname(p);
+    return d === paths.stateDir || /^\.?termada/.test(basename(d));
+  };
+  for (const p of [paths.configFile, paths.socketPath, paths.mcpSocketPath, paths.tokenFile]) {
+    out.add(own(p) ? dirname(p) : p);
+  }
+  return [...out];
 }
 
 /** The paths with the config's overrides applied (today: `server.socket`). */

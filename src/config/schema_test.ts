@@ -15,6 +15,7 @@ import {
 Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
   assert.deepEqual(DEFAULT_CONFIG, {
     server: { bind: null, socket: null },
+    security: { exec_gate: "auto" },
     log: { level: "info" },
     auth: { dev_mode: true },
     agents: {},
@@ -69,6 +70,7 @@ Deno.test("engineOptionsFrom maps config keys to engine option names", () => {
   const options: Partial<EngineOptions> = engineOptionsFrom(config, paths);
   assert.deepEqual(options, {
     runtimeDir: "/h/run",
+    sandbox: { mode: "auto", hide: ["/h"] },
     recordingsDir: "/h/recordings",
     limits: { sessionsPerOwner: 4, sessionsTotal: 8, finishedJobsPerOwner: 10 },
     output: { retentionBytes: 1 << 20 },

@@ -21,6 +21,7 @@ import type { PendingApproval } from "../wire/mod.ts";
 import type { Actor } from "./recorder.ts";
 import { SYSTEM } from "./recorder.ts";
 import type { Trail } from "./trail.ts";
+import type { ProgramConfirm } from "./gateway.ts";
 
 const log = logger("control");
 
@@ -35,12 +36,20 @@ export interface ApprovalBookOptions {
 
 interface Parked {
   id: string;
-  res: Reservation;
+  job: Job;
+  /** What waits: the job's command, or the argv of the program blocked in execve. */
+  command: string[];
+  exec: { pid: number; path: string } | undefined;
   requestedAt: number;
   expiresAt: number;
   rule: string | undefined;
   timer: ReturnType<typeof setTimeout>;
+  /** Acts on the outcome, after it is stored and audited (runs the job, or frees the exec). */
+  settle(approved: boolean, reason: string): Promise<void>;
 }
+
+/** A program of a running job that waits in execve for a person (the exec gate's confirm). */
+export type ExecConfirm = ProgramConfirm;
 
 export class ApprovalBook {
   readonly #o: ApprovalBookOptions;
@@ -95,17 +104,77 @@ export class ApprovalBook {
     job.park(id);
     this.#o.trail.statusChanged(job);
     const timer = setTimeout(() => this.#expire(id), timeout);
+    const jobs = this.#o.engine.jobs;
     this.#parked.set(id, {
       id,
-      res,
+      job,
+      command: [...job.command],
+      exec: undefined,
       requestedAt: now,
       expiresAt: now + timeout,
       rule: confirm.rule,
       timer,
+      settle: async (approved, reason) => {
+        if (!approved) return jobs.abandon(res, "denied", reason);
+        job.approved = true;
+        try {
+          await jobs.start(res);
+        } catch (err) {
+          // The job ended `failed` with the reason; the decision stands.
+          log.warn("an approved job could not start", { job: job.id, error: err });
+        }
+      },
     });
     // A parked job that ends another way (session closed, shutdown) leaves nothing pending.
     job.done.then(() => this.#jobEnded(id, job));
     return id;
+  }
+
+  /**
+   * Holds a program of a running job in `execve` until an operator decides (confirm at exec
+   * time); resolves true to let it run (once), false when denied, expired or the job ended.
+   */
+  async askExec(job: Job, exec: ExecConfirm): Promise<boolean> {
+    if (this.#parked.size >= ApprovalBook.MAX_PENDING) return false;
+    const id = newId("apr");
+    const now = this.#clock.now();
+    const timeout = this.#o.timeoutMs ?? 120_000;
+    this.#o.store.approvals.insert({
+      id,
+      job_id: job.id,
+      owner: job.owner,
+      session_id: job.sessionId,
+      command: [...exec.argv],
+      rule: exec.rule ?? null,
+      reason: exec.reason,
+      requested_at: now,
+      expires_at: now + timeout,
+    });
+    try {
+      await this.#o.trail.execApprovalRequested(job, id, exec);
+    } catch (err) {
+      this.#closeRow(id, "denied", "system", "the audit log could not record the request");
+      log.warn("an exec approval could not be recorded: denied", { job: job.id, error: err });
+      return false;
+    }
+    const { promise, resolve } = Promise.withResolvers<boolean>();
+    const timer = setTimeout(() => this.#expire(id), timeout);
+    this.#parked.set(id, {
+      id,
+      job,
+      command: [...exec.argv],
+      exec: { pid: exec.pid, path: exec.path },
+      requestedAt: now,
+      expiresAt: now + timeout,
+      rule: exec.rule,
+      timer,
+      settle: (approved) => {
+        resolve(approved);
+        return Promise.resolve();
+      },
+    });
+    job.done.then(() => this.#jobEnded(id, job));
+    return promise;
   }
 
   /** An operator's decision: approved, the parked job runs exactly once; denied, it ends. */
@@ -123,28 +192,14 @@ export class ApprovalBook {
     if (!this.#closeRow(id, approve ? "approved" : "denied", decidedBy, reason ?? null)) {
       throw new TermadaError("INVALID_ARGUMENT", `Approval "${id}" was already decided`);
     }
-    const job = p.res.job;
     try {
-      await this.#o.trail.approvalResolved(by, job, id, approve, reason);
+      await this.#o.trail.approvalResolved(by, p.job, id, approve, reason, p.command);
     } catch (err) {
-      // Not recorded, so not acted on: the job does not run.
-      this.#o.engine.jobs.abandon(p.res, "denied", "the audit log could not record the decision");
+      // Not recorded, so not acted on: it does not run.
+      await p.settle(false, "the audit log could not record the decision");
       throw err;
     }
-    if (!approve) {
-      this.#o.engine.jobs.abandon(
-        p.res,
-        "denied",
-        `denied by ${decidedBy}${reason ? `: ${reason}` : ""}`,
-      );
-      return;
-    }
-    try {
-      await this.#o.engine.jobs.start(p.res);
-    } catch (err) {
-      // The job ended `failed` with the reason; the decision stands.
-      log.warn("an approved job could not start", { job: job.id, error: err });
-    }
+    await p.settle(approve, `denied by ${decidedBy}${reason ? `: ${reason}` : ""}`);
   }
 
   /** Every waiting approval cancelled (stop-all); returns their ids. */
@@ -155,11 +210,11 @@ export class ApprovalBook {
       ids.push(p.id);
       this.#closeRow(p.id, "denied", `${by.kind}:${by.id}`, reason);
       try {
-        await this.#o.trail.approvalResolved(by, p.res.job, p.id, false, reason);
+        await this.#o.trail.approvalResolved(by, p.job, p.id, false, reason, p.command);
       } catch (err) {
         log.error("could not audit a cancelled approval", { approval: p.id, error: err });
       }
-      this.#o.engine.jobs.abandon(p.res, "denied", reason);
+      await p.settle(false, reason);
     }
     return ids;
   }
@@ -167,17 +222,18 @@ export class ApprovalBook {
   /** Jobs waiting for an operator, oldest first. */
   pending(): PendingApproval[] {
     return [...this.#parked.values()].map((p) => {
-      const job = p.res.job;
+      const job = p.job;
       return {
         approval_id: p.id,
         job_id: job.id,
         owner: job.owner,
         session_id: job.sessionId,
-        command: [...job.command],
+        command: [...p.command],
         mode: job.mode,
         requested_at: new Date(p.requestedAt).toISOString(),
         expires_at: new Date(p.expiresAt).toISOString(),
         ...(p.rule === undefined ? {} : { rule: p.rule }),
+        ...(p.exec ? { exec: { ...p.exec } } : {}),
       };
     });
   }
@@ -202,21 +258,22 @@ export class ApprovalBook {
     this.#take(p);
     this.#closeRow(id, "expired", "system", "no operator decided in time");
     try {
-      await this.#o.trail.approvalResolved(SYSTEM, p.res.job, id, false, "expired");
+      await this.#o.trail.approvalResolved(SYSTEM, p.job, id, false, "expired", p.command);
     } catch (err) {
       log.error("could not record an expired approval", { approval: id, error: err });
     }
-    this.#o.engine.jobs.abandon(p.res, "denied", "approval expired: no operator decided in time");
+    await p.settle(false, "approval expired: no operator decided in time");
   }
 
   /** The parked job ended before anyone decided (its session closed, shutdown). */
   #jobEnded(id: string, job: Job): void {
     const p = this.#parked.get(id);
-    if (!p || p.res.job !== job) return; // decided: the decision took it
+    if (!p || p.job !== job) return; // decided: the decision took it
     this.#take(p);
     const reason = job.reason ?? `the job ended ${job.status} before a decision`;
+    void p.settle(false, reason);
     if (!this.#closeRow(id, "denied", "system", reason)) return;
-    this.#o.trail.approvalResolved(SYSTEM, job, id, false, reason).catch((err) =>
+    this.#o.trail.approvalResolved(SYSTEM, job, id, false, reason, p.command).catch((err) =>
       log.error("could not close an abandoned approval", { approval: id, error: err })
     );
   }

@@ -106,6 +106,9 @@ export class Control {
       graceMs: o.reapAfterMs === undefined ? 300_000 : o.reapAfterMs,
     });
     engine.registry.archive = this.#trail.archive();
+    engine.guardExec((ev, ctx) =>
+      this.#gateway.admitProgram(ev, ctx, (job, c) => this.#approvals.askExec(job, c))
+    );
     engine.observe({
       jobCreated: (job) => {
         if (job.owner.startsWith("operator:")) this.#trail.operatorJob(job);

@@ -6,7 +6,7 @@
  * fleet, forwards, plugins) pass the same gate.
  */
 import type { DecisionRecord } from "../audit/mod.ts";
-import type { Job } from "../engine/mod.ts";
+import type { ExecAnswer, ExecContext, ExecEvent, Job } from "../engine/mod.ts";
 import { type Clock, systemClock, TermadaError } from "../shared/mod.ts";
 import type { Recorder } from "./recorder.ts";
 import type { Trail } from "./trail.ts";
@@ -19,7 +19,20 @@ export interface PolicyVerdict {
   opaque?: boolean;
 }
 
+/** One program at its execve, as the exec gate read it from the kernel (for the policy). */
+export interface ExecFacts {
+  /** The path it was exec'd by ("" for fexecve of an fd). */
+  path: string;
+  argv: readonly string[];
+  /** SHA-256 of the file's content, when it could be read. */
+  sha256?: string;
+  /** A `#!` script's interpreter. */
+  interpreter?: { path: string; arg?: string; sha256?: string };
+}
+
 export interface PolicyPort {
+  /** Decides one program at its execve (the exec gate); absent: every exec is allowed. */
+  decideExec?(agent: string, exec: ExecFacts): PolicyVerdict;
   /** The policy's standing answer for a prompt (`auto_answer`), if any. */
   autoAnswer?(agent: string, prompt: string): string | undefined;
   /** `env`: variables the command gets (LD_PRELOAD and friends are part of what runs). */
@@ -130,6 +143,80 @@ export class Gateway {
     await trail.inputWritten(req.job, shown, req.reader, decision);
   }
 
+  /**
+   * The gate at execve, for every process of every session (the kernel asks; see
+   * src/sandbox): the same policy as for commands, on the program that really runs — its file's
+   * names and content identity, exact argv, a script's interpreter. Deny → EACCES, recorded and
+   * named in the job's result; confirm → the program waits in execve for an operator (once);
+   * under the stop-all barrier nothing new starts.
+   */
+  admitProgram(
+    ev: ExecEvent,
+    ctx: ExecContext,
+    ask: (job: Job, confirm: ProgramConfirm) => Promise<boolean>,
+  ): ExecAnswer | Promise<ExecAnswer> {
+    const job = ctx.job();
+    const facts: ExecFacts = {
+      path: ev.path,
+      argv: ev.argv,
+      ...(ev.identity ? { sha256: ev.identity.sha256 } : {}),
+      ...(ev.interpreter
+        ? {
+          interpreter: {
+            path: ev.interpreter.path,
+            ...(ev.interpreter.arg ? { arg: ev.interpreter.arg } : {}),
+            ...(ev.interpreter.identity ? { sha256: ev.interpreter.identity.sha256 } : {}),
+          },
+        }
+        : {}),
+    };
+    let d: PolicyVerdict;
+    if (this.stopped) {
+      d = { action: "deny", reason: "stop-all barrier: nothing new starts" };
+    } else {
+      d = this.#o.policy.decideExec?.(ctx.owner, facts) ??
+        { action: "allow", reason: "no exec policy" };
+      if (d.action === "allow" && ev.truncated && this.#o.policy.decideExec) {
+        d = { action: "deny", reason: "argv too long to check at exec (fail closed)" };
+      }
+    }
+    if (d.action === "allow") return { allow: true };
+    // An operator already approved this job's command: its confirm covers what it runs.
+    if (d.action === "confirm" && job?.approved) return { allow: true };
+    const program = shortArgv(ev.argv);
+    const blocked = (reason: string): ExecAnswer => {
+      const decision = decisionRecord({ ...d, action: "deny", reason });
+      this.#o.trail.execDenied(ctx.owner, {
+        ...(job ? { job_id: job.id } : {}),
+        session_id: ctx.sessionId,
+      }, {
+        pid: ev.pid,
+        path: ev.path,
+        argv: program,
+        ...(facts.sha256 ? { sha256: facts.sha256 } : {}),
+        ...(facts.interpreter ? { interpreter: facts.interpreter.path } : {}),
+      }, decision);
+      job?.noteBlocked({
+        program: ev.argv[0] ?? ev.path,
+        path: ev.path,
+        argv: program,
+        ...(d.rule ? { rule: d.rule.pattern } : {}),
+        reason,
+      });
+      return { allow: false };
+    };
+    if (d.action === "deny") return blocked(d.reason);
+    if (!job) return blocked(`${d.reason}; no job of the agent is running here to ask for`);
+    return ask(job, {
+      pid: ev.pid,
+      path: ev.path,
+      argv: program,
+      decision: decisionRecord(d),
+      ...(d.rule ? { rule: d.rule.pattern } : {}),
+      reason: d.reason,
+    }).then((ok) => ok ? { allow: true } : blocked(`${d.reason}: not approved`));
+  }
+
   /** The gate for a new session: no shell starts under the barrier or without an audit log. */
   admitSession(): void {
     if (this.stopped) throw this.#stoppedError();
@@ -169,6 +256,23 @@ export class Gateway {
       hint: STOPPED_HINT(this.#barrierUntil),
     });
   }
+}
+
+/** What an exec-time approval shows and records. */
+export interface ProgramConfirm {
+  pid: number;
+  path: string;
+  argv: string[];
+  decision: DecisionRecord;
+  rule?: string;
+  reason: string;
+}
+
+/** argv as recorded and shown: at most 64 words of 256 characters. */
+function shortArgv(argv: readonly string[]): string[] {
+  const out = argv.slice(0, 64).map((a) => a.length > 256 ? a.slice(0, 255) + "…" : a);
+  if (argv.length > 64) out.push(`… (${argv.length - 64} more)`);
+  return out;
 }
 
 function decisionRecord(d: PolicyVerdict): DecisionRecord {

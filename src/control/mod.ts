@@ -10,7 +10,13 @@ export { Control, type ControlOptions } from "./control.ts";
 export { AgentOps } from "./agent.ts";
 export { OperatorOps, type StopAllResult } from "./operator.ts";
 export { ApprovalBook } from "./approvals.ts";
-export { Gateway, type PolicyPort, type PolicyVerdict } from "./gateway.ts";
+export {
+  type ExecFacts,
+  Gateway,
+  type PolicyPort,
+  type PolicyVerdict,
+  type ProgramConfirm,
+} from "./gateway.ts";
 export { Presence } from "./presence.ts";
 export {
   type Actor,

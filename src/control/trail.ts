@@ -194,6 +194,41 @@ export class Trail {
     });
   }
 
+  /** A program of a running job waits in execve for a person: on disk before anyone sees it. */
+  async execApprovalRequested(
+    job: Job,
+    approvalId: string,
+    exec: { pid: number; path: string; argv: string[]; decision: DecisionRecord },
+  ): Promise<void> {
+    await this.#o.recorder.intent({ kind: "agent", id: job.owner }, "exec.approval_requested", {
+      job_id: job.id,
+      session_id: job.sessionId,
+      approval_id: approvalId,
+      pid: exec.pid,
+      path: exec.path,
+      argv: [...exec.argv],
+      decision: exec.decision,
+    });
+  }
+
+  /**
+   * The exec gate refused a program (deny rule, stop-all, no approval): recorded, not awaited —
+   * the program is already stopped by the kernel.
+   */
+  execDenied(
+    owner: string,
+    where: { job_id?: string; session_id: string },
+    exec: { pid: number; path: string; argv: string[]; sha256?: string; interpreter?: string },
+    decision: DecisionRecord,
+  ): void {
+    this.#o.recorder.record({ kind: "agent", id: owner }, "exec.denied", {
+      ...where,
+      ...exec,
+      argv: [...exec.argv],
+      decision,
+    });
+  }
+
   /** An approval was decided (or expired, or closed with its job): on disk before it acts. */
   async approvalResolved(
     by: Actor,
@@ -201,13 +236,14 @@ export class Trail {
     approvalId: string,
     approved: boolean,
     reason: string | undefined,
+    command: readonly string[] = job.command,
   ): Promise<void> {
     await this.#o.recorder.intent(by, "approval.resolved", {
       approval_id: approvalId,
       job_id: job.id,
       owner: job.owner,
       session_id: job.sessionId,
-      command: [...job.command],
+      command: [...command],
       approved,
       ...(reason === undefined ? {} : { reason }),
     });

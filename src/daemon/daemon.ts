@@ -22,6 +22,7 @@ import {
   type TermadaPaths,
 } from "../config/mod.ts";
 import { Control, SYSTEM } from "../control/mod.ts";
+import type { Feature } from "../sandbox/mod.ts";
 import { type Reclaimer, startReclaimer } from "./reclaim.ts";
 import { MissionService } from "../mission/mod.ts";
 import { Redactor } from "../output/mod.ts";
@@ -167,8 +168,16 @@ export class Daemon {
       const audit = AuditLog.open(auditDir, { redact });
       cleanups.push(() => audit.close());
       const bus = new EventBus(1000);
+      const settings = engineOptionsFrom(config, paths);
       const control = new Control({
-        engine: engineOptionsFrom(config, paths),
+        engine: {
+          ...settings,
+          sandbox: {
+            ...settings.sandbox,
+            subreaper: true,
+            missing: injectedMissing(options.env),
+          },
+        },
         store,
         audit,
         bus,
@@ -231,7 +240,11 @@ export class Daemon {
         (req) => ref.app!.app.fetch(req, { listener: "tcp" }),
       );
       servers.push(tcp.server);
-      const directory = agentDirectory(config);
+      // A fresh socket key per start, beside the MCP socket (0600, in a directory sessions
+      // cannot reach): development-mode naming needs it (see AgentDirectory.devKey).
+      const socketKey = writeSocketKey(`${paths.mcpSocketPath}.key`);
+      cleanups.push(() => removeQuietly(`${paths.mcpSocketPath}.key`));
+      const directory = agentDirectory(config, socketKey);
       const onAgent = (id: string, via: "token" | "dev") => {
         try {
           store.agents.upsert({ id, via });
@@ -406,6 +419,31 @@ function removeQuietly(path: string): void {
   } catch {
     // already gone
   }
+}
+
+/**
+ * Kernel features to treat as absent, from `TERMADA_SIMULATE_MISSING=seccomp,landlock,cgroup,
+ * mounts` (tests and `doctor` check the degraded paths this way). It can only weaken the
+ * boundary, it is logged, and capabilities say so.
+ */
+function injectedMissing(env: Record<string, string | undefined>): Feature[] {
+  const raw = env.TERMADA_SIMULATE_MISSING;
+  if (!raw) return [];
+  const known: Feature[] = ["seccomp", "landlock", "cgroup", "mounts"];
+  const out = raw.split(",").map((s) => s.trim()).filter((s): s is Feature =>
+    (known as string[]).includes(s)
+  );
+  log.warn("kernel features simulated missing (TERMADA_SIMULATE_MISSING)", { features: out });
+  return out;
+}
+
+function writeSocketKey(path: string): string {
+  const key = randomHex(32);
+  const tmp = `${path}.${Deno.pid}.tmp`;
+  Deno.writeTextFileSync(tmp, key + "\n", { mode: 0o600 });
+  Deno.chmodSync(tmp, 0o600);
+  Deno.renameSync(tmp, path);
+  return key;
 }
 
 function loadOrCreateToken(path: string): string {

@@ -108,6 +108,7 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
 interface Hello {
   agent?: string;
   token?: string;
+  key?: string;
 }
 
 /** One client: hello, then MCP messages both ways until either side closes. */
@@ -174,6 +175,9 @@ class Connection {
           hello = {
             ...(typeof h.agent === "string" ? { agent: h.agent } : {}),
             ...(typeof h.token === "string" ? { token: h.token } : {}),
+            ...(typeof (h as { key?: unknown }).key === "string"
+              ? { key: (h as { key: string }).key }
+              : {}),
           };
           continue;
         }
@@ -218,6 +222,12 @@ class Connection {
     }
     if (!agents.devMode) {
       return { error: "An agent token is required (--token or TERMADA_AGENT_TOKEN)" };
+    }
+    if (!agents.devKey(hello.key)) {
+      return {
+        error: "Development mode needs the socket key (the shim sends it) or an agent token; " +
+          "processes inside a Termada session cannot read it",
+      };
     }
     const claimed = hello.agent ?? clientName(first) ?? "agent";
     const agent = agentIdFromName(claimed);

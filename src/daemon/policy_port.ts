@@ -1,15 +1,66 @@
 /**
  * The gateway's view of the configured policies: each agent's rules (its own `policy:` or the
- * `default_policy`), compiled once at start, asked for argv and for lines typed into shells.
+ * `default_policy`), compiled once at start, asked for argv, for lines typed into shells, and —
+ * by the exec gate — for each program a session really runs.
+ *
+ * Identity: for the programs its deny and confirm rules name, each policy keeps the SHA-256 of
+ * the file that name resolves to (PATH, then the usual system directories), so a copy or a link
+ * under another name is matched by content. A multi-call binary (a name that resolves to a file
+ * whose real name differs, like busybox applets) is matched by argv[0] only: its content is
+ * shared by every applet.
  */
+import { basename } from "node:path";
 import { type Config, policyFor } from "../config/mod.ts";
-import type { PolicyPort } from "../control/mod.ts";
-import { compilePolicy, decide, decideLine } from "../policy/mod.ts";
+import type { ExecFacts, PolicyPort } from "../control/mod.ts";
+import {
+  compilePolicy,
+  decide,
+  decideExec,
+  decideLine,
+  type ExecSubject,
+  ruleProgramNames,
+} from "../policy/mod.ts";
+import { fileIdentity } from "../sandbox/mod.ts";
 
-export function policyPort(config: Config): PolicyPort {
+const SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+
+/** sha256 → rule program names, for one policy. */
+function identityIndex(
+  names: readonly string[],
+  pathVar: string | undefined,
+): Map<string, Set<string>> {
+  const index = new Map<string, Set<string>>();
+  const dirs = [
+    ...new Set([...(pathVar ?? "").split(":").filter((d) => d.startsWith("/")), ...SYSTEM_DIRS]),
+  ];
+  for (const name of names) {
+    for (const dir of dirs) {
+      const file = `${dir}/${name}`;
+      let real: string;
+      try {
+        real = Deno.realPathSync(file);
+      } catch {
+        continue;
+      }
+      if (basename(real) !== name) continue; // multi-call binary: by argv[0] only
+      const id = fileIdentity(real);
+      if (!id) continue;
+      let set = index.get(id.sha256);
+      if (!set) index.set(id.sha256, set = new Set());
+      set.add(name);
+    }
+  }
+  return index;
+}
+
+export function policyPort(
+  config: Config,
+  env: { PATH?: string } = { PATH: Deno.env.get("PATH") },
+): PolicyPort {
   // Keyed by the rules object (one per configured policy), not by agent: dev-mode agent names
   // are unbounded, policies are not.
   const compiled = new WeakMap<object, ReturnType<typeof compilePolicy>>();
+  const indexes = new WeakMap<object, Map<string, Set<string>>>();
   const rulesOf = (agent: string) => {
     const rules = policyFor(config, agent);
     let c = compiled.get(rules);
@@ -19,10 +70,53 @@ export function policyPort(config: Config): PolicyPort {
     }
     return c;
   };
+  const indexOf = (agent: string) => {
+    const c = rulesOf(agent);
+    let idx = indexes.get(c);
+    if (!idx) {
+      idx = identityIndex(ruleProgramNames(c), env.PATH);
+      indexes.set(c, idx);
+    }
+    return idx;
+  };
+  const namesOf = (
+    idx: Map<string, Set<string>>,
+    path: string,
+    argv0: string | undefined,
+    sha?: string,
+  ) => {
+    const names = new Set<string>();
+    if (path !== "") names.add(basename(path));
+    if (argv0) names.add(basename(argv0));
+    if (sha) { for (const n of idx.get(sha) ?? []) names.add(n); }
+    return [...names];
+  };
   return {
     decide: (agent, command, env) => decide(command, rulesOf(agent), { env }),
     decideLine: (agent, line) => decideLine(line, rulesOf(agent)),
     autoAnswer: (agent, prompt) =>
       rulesOf(agent).autoAnswer.find((a) => a.prompt.test(prompt))?.answer,
+    decideExec: (agent: string, exec: ExecFacts) => {
+      const c = rulesOf(agent);
+      if (c.deny.length + c.confirm.length === 0) {
+        return {
+          action: "allow",
+          reason: "allowed at exec: the policy has no deny or confirm rules",
+        };
+      }
+      const idx = indexOf(agent);
+      const subjects: ExecSubject[] = [{
+        names: namesOf(idx, exec.path, exec.argv[0], exec.sha256),
+        args: exec.argv.slice(1),
+      }];
+      if (exec.interpreter) {
+        const i = exec.interpreter;
+        subjects.push({
+          names: namesOf(idx, i.path, undefined, i.sha256),
+          args: [...(i.arg ? [i.arg] : []), exec.path, ...exec.argv.slice(1)],
+        });
+      }
+      return decideExec(subjects, c);
+    },
   };
 }

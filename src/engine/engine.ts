@@ -6,7 +6,16 @@
  * this class). Observers (store rows, the audit trail) are wired by control.
  */
 import { join } from "node:path";
-import { sharedPoller } from "../pty/mod.ts";
+import { type PtySpawnOptions, sharedPoller } from "../pty/mod.ts";
+import {
+  type ExecAnswer,
+  type ExecEvent,
+  type ExecGateMode,
+  type Feature,
+  Sandbox,
+  type SandboxReport,
+  SandboxUnavailable,
+} from "../sandbox/mod.ts";
 import type { ShellKind } from "../shell/mod.ts";
 import type { Matcher } from "../output/mod.ts";
 import { type Clock, compileRegex, newId, systemClock, TermadaError } from "../shared/mod.ts";
@@ -53,8 +62,30 @@ export interface EngineOptions {
   killGraceMs?: number;
   /** Time a new shell has to show its first prompt (default 10 s). */
   startTimeoutMs?: number;
+  /** The kernel boundary around sessions (docs/SECURITY.md); default: `auto`, nothing hidden. */
+  sandbox?: SandboxSettings;
   clock?: Clock;
 }
+
+export interface SandboxSettings {
+  mode: ExecGateMode;
+  /** Paths no session process may reach (state dir, config, socket, cgroup root). */
+  hide: readonly string[];
+  /** Features treated as absent (tests inject a missing kernel feature this way). */
+  missing?: readonly Feature[];
+  /** Become the child subreaper and reap adopted orphans (the daemon only). */
+  subreaper?: boolean;
+}
+
+/** Whose program is at the exec gate: its session, owner, and the job running there now. */
+export interface ExecContext {
+  owner: string;
+  sessionId: string;
+  job(): Job | undefined;
+}
+
+/** What decides each exec (control's exec gate); without one, everything is allowed. */
+export type ExecPolicy = (ev: ExecEvent, ctx: ExecContext) => ExecAnswer | Promise<ExecAnswer>;
 
 /** A session to open: the parsed session_create input without target (always local here). */
 export type SessionSpec = Omit<SessionCreateInput, "target">;
@@ -72,6 +103,8 @@ export class Engine {
   #redactPatterns: Matcher[];
   #observers: EngineObservers = {};
   #closed = false;
+  #execPolicy: ExecPolicy = () => ({ allow: true });
+  readonly sandbox: Sandbox<ExecContext>;
 
   constructor(options: EngineOptions) {
     this.#opts = options;
@@ -82,6 +115,13 @@ export class Engine {
     this.#redactPatterns = (options.redactPatterns ?? []).map((p) =>
       compileRegex(p, { label: "redaction.patterns" })
     );
+    this.sandbox = new Sandbox<ExecContext>({
+      mode: options.sandbox?.mode ?? "auto",
+      hide: options.sandbox?.hide ?? [],
+      missing: options.sandbox?.missing,
+      subreaper: options.sandbox?.subreaper,
+      decide: (ev, ctx) => this.#execPolicy(ev, ctx),
+    });
     this.registry = new Registry(this.limits, this.clock);
     this.reads = new JobReader(this.clock, this.output);
     this.leases = new Leases(this.clock);
@@ -95,7 +135,41 @@ export class Engine {
       defaultCwd: () => this.defaultCwd(),
       killGraceMs: options.killGraceMs ?? 2000,
       onJob: (job) => this.#observers.jobCreated?.(job),
+      spawn: (req, job) =>
+        this.#spawn(
+          { ...req, cgroupName: job.id },
+          { owner: job.owner, sessionId: job.sessionId, job: () => job },
+          false,
+        ),
     });
+  }
+
+  /** Sets what decides each exec of a session's processes (once, by control). */
+  guardExec(policy: ExecPolicy): void {
+    this.#execPolicy = policy;
+  }
+
+  /** What the boundary enforces on this machine (capabilities, dashboard, start log). */
+  sandboxReport(): SandboxReport {
+    return this.sandbox.report();
+  }
+
+  async #spawn(
+    req: PtySpawnOptions & { reach?: string[]; cgroupName?: string },
+    ctx: ExecContext,
+    trustFirstExec: boolean,
+  ) {
+    try {
+      return await this.sandbox.spawn({ ...req, ctx, trustFirstExec });
+    } catch (err) {
+      if (err instanceof SandboxUnavailable) {
+        throw new TermadaError("NOT_SUPPORTED", err.message, {
+          hint: "Set security.exec_gate: auto to run without the exec gate (and say so), " +
+            "or run on Linux ≥ 5.9 with seccomp",
+        });
+      }
+      throw err;
+    }
   }
 
   /** Sets who observes the engine (once, by the control layer that owns it). */
@@ -150,6 +224,12 @@ export class Engine {
         clock: this.clock,
         startTimeoutMs: o.startTimeoutMs ?? 10_000,
         onOperatorCommand: (sess, line, operator) => this.jobs.operatorJob(sess, line, operator),
+        spawn: (req) =>
+          this.#spawn({ ...req, cgroupName: id }, {
+            owner,
+            sessionId: id,
+            job: () => this.registry.sessionById(id)?.job,
+          }, true),
         onClosed: (closed) => {
           this.registry.removeSession(closed.id);
           this.#observers.sessionClosed?.(closed, closed.closeReason ?? "closed");
@@ -177,6 +257,7 @@ export class Engine {
     this.#closed = true;
     await this.jobs.closeAll();
     await Promise.all(this.registry.everySession().map((s) => s.close("daemon shutting down")));
+    await this.sandbox.close();
     await sharedPoller().stop();
   }
 

@@ -13,6 +13,34 @@ export type { JobStatus };
 export const FINAL_STATUSES: ReadonlySet<JobStatus> = new Set(FINAL_JOB_STATUSES);
 
 /** Read side of a job's output: the live cursor buffer, or a spool on disk after a restart. */
+/**
+ * The processes a job led to (its cgroup, or what started in its session while it ran) and how
+ * to end them all: set when it starts, kept after it ends (children it left running are still
+ * its own).
+ */
+export interface JobProcesses {
+  list(): { pid: number; startTime: number }[];
+  end(graceMs: number): Promise<{ survivors: Survivor[] }>;
+}
+
+export interface Survivor {
+  pid: number;
+  comm: string;
+  state: string;
+  reason: string;
+}
+
+/** Most blocked execs a job remembers (the newest). */
+export const MAX_BLOCKED = 8;
+
+export interface BlockedExec {
+  program: string;
+  path: string;
+  argv: string[];
+  rule?: string;
+  reason: string;
+}
+
 export interface OutputReader {
   read(cursor?: string, maxBytes?: number): Page;
   summary(headLimit: number, tailLimit: number): Summary;
@@ -73,6 +101,17 @@ export class Job {
   autoAnswering = false;
   /** Set while the job waits for an operator's decision. */
   approvalId: string | undefined;
+  /** Programs the exec gate stopped (bounded: the last MAX_BLOCKED). */
+  blocked: BlockedExec[] = [];
+  /** Its processes (see JobProcesses); undefined until it started. */
+  processes: JobProcesses | undefined;
+  /**
+   * An operator approved this job's command (the static confirm): the exec gate does not ask
+   * again for programs its confirm rules match (its deny rules still apply).
+   */
+  approved = false;
+  /** What a kill could not end (empty after a kill that left nothing). */
+  survivors: Survivor[] | undefined;
   /** Set when Termada itself is ending the job (kill/limit): the final status to report. */
   stopping: { status: "killed" | "timed_out"; signal: string } | undefined;
   readonly buffer: OutputReader;
@@ -262,6 +301,12 @@ export class Job {
   }
 
   /** Parks the job until an operator decides (policy said confirm). */
+  /** The exec gate stopped one of this job's programs. */
+  noteBlocked(b: BlockedExec): void {
+    this.blocked.push(b);
+    if (this.blocked.length > MAX_BLOCKED) this.blocked.shift();
+  }
+
   park(approvalId: string): void {
     if (this.final) return;
     this.status = "pending_approval";

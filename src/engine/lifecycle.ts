@@ -6,14 +6,14 @@
  * Nothing here decides whether something may run: that is src/control, the only caller.
  */
 import { type Matcher, Redactor } from "../output/mod.ts";
-import type { SignalName } from "../pty/mod.ts";
+import type { PtySpawnOptions, SignalName } from "../pty/mod.ts";
 import { argvToScript, scopeScript, type ShellKind } from "../shell/mod.ts";
 import { type Clock, newId, TermadaError, within } from "../shared/mod.ts";
 import type { JobStatus } from "../wire/mod.ts";
 import { Job, type JobOutputOptions } from "./job.ts";
 import { OneShot, waitDone } from "./oneshot.ts";
 import type { Registry } from "./registry.ts";
-import type { Session } from "./session.ts";
+import type { Session, Spawned } from "./session.ts";
 
 /** What a job runs and where: fixed when it is reserved, never changed afterwards. */
 export interface LaunchSpec {
@@ -43,6 +43,8 @@ export interface LifecycleOptions {
   defaultShell: ShellKind;
   defaultCwd: () => string;
   killGraceMs: number;
+  /** Starts a background job's program on its PTY (through the sandbox's launcher). */
+  spawn: (req: PtySpawnOptions, job: Job) => Promise<Spawned>;
   /** Every job created, before it can run (observers: store rows, audit trail, auto-answers). */
   onJob: (job: Job) => void;
 }
@@ -142,13 +144,14 @@ export class JobLifecycle {
     job.unpark();
     if (job.mode === "background") {
       const base = res.session && res.session.state !== "closed" ? res.session : undefined;
-      const one = OneShot.start(job, {
+      const one = await OneShot.start(job, {
         argv: res.spec.command,
         shell: base?.shell ?? this.#o.defaultShell,
         cwd: res.cwd,
         env: { ...this.#o.env, ...res.spec.env },
         cols: base?.cols ?? 120,
         rows: base?.rows ?? 40,
+        spawn: (req) => this.#o.spawn(req, job),
       });
       this.#oneshots.set(job.id, one);
       job.done.then(() => this.#oneshots.delete(job.id));
@@ -178,8 +181,14 @@ export class JobLifecycle {
 
   /** Stops a job: INT → TERM → KILL, `graceMs` apart; resolves when it ended (or gave up). */
   async stop(job: Job, graceMs: number | undefined, status: "killed" | "timed_out"): Promise<void> {
-    if (job.final) return;
     const grace = graceMs ?? this.#o.killGraceMs;
+    if (job.final) {
+      // Ended, but children it left running (nohup, setsid, `&`) are still its own: end them.
+      if (job.processes && job.processes.list().length > 0) {
+        job.survivors = (await job.processes.end(grace)).survivors;
+      }
+      return;
+    }
     const res = this.#reserved.get(job.id);
     if (res) {
       // Nothing runs yet: ending the reservation is all a kill means.
@@ -193,6 +202,8 @@ export class JobLifecycle {
       if (s) await s.stopJob(job, grace, status);
     }
     await waitDone(job, 1000);
+    // Until the set is empty, not until the prompt returns.
+    if (job.processes) job.survivors = (await job.processes.end(0)).survivors;
   }
 
   /** Stops every running job of every owner (the kill switch's engine half). */

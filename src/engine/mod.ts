@@ -5,7 +5,22 @@
  * gateway, then starts), does not store or audit (control observes it), and speaks no MCP/HTTP.
  * Only src/control (and the daemon that wires it) imports this folder; the edges never do.
  */
-export { Engine, type EngineObservers, type EngineOptions, type SessionSpec } from "./engine.ts";
+export {
+  Engine,
+  type EngineObservers,
+  type EngineOptions,
+  type ExecContext,
+  type ExecPolicy,
+  type SandboxSettings,
+  type SessionSpec,
+} from "./engine.ts";
+export type {
+  ExecAnswer,
+  ExecEvent,
+  ExecGateMode,
+  Feature,
+  SandboxReport,
+} from "../sandbox/mod.ts";
 export {
   DEFAULT_LIMITS,
   type EngineLimits,
@@ -29,7 +44,14 @@ export {
   JobReader,
 } from "./reads.ts";
 export { type LeaseAction, Leases, MAX_OPERATOR_INPUT } from "./lease.ts";
-export { FINAL_STATUSES, Job, type JobRecord, type JobStatus, type OutputReader } from "./job.ts";
+export {
+  type BlockedExec,
+  FINAL_STATUSES,
+  Job,
+  type JobRecord,
+  type JobStatus,
+  type OutputReader,
+} from "./job.ts";
 export { Session } from "./session.ts";
 export { type InputState } from "./input.ts";
 export { compilePattern } from "./wait.ts";

@@ -5,7 +5,8 @@
  */
 import {
   killTree,
-  Pty,
+  type Pty,
+  type PtySpawnOptions,
   SIGNAL_NUMBERS,
   signalGroup,
   type SignalName,
@@ -15,15 +16,29 @@ import type { ShellKind } from "../shell/mod.ts";
 import { TermadaError, within } from "../shared/mod.ts";
 import { InputWatcher } from "./input.ts";
 import type { Job } from "./job.ts";
+import type { Spawned } from "./session.ts";
+import type { ProcessScope } from "../sandbox/mod.ts";
 
 export class OneShot {
   readonly job: Job;
   readonly #pty: Pty;
   readonly #input: InputWatcher;
 
-  private constructor(job: Job, pty: Pty) {
+  readonly #scope: ProcessScope;
+
+  private constructor(job: Job, spawned: Spawned) {
+    const pty = spawned.pty;
     this.job = job;
     this.#pty = pty;
+    this.#scope = spawned.scope;
+    job.processes = {
+      list: () => spawned.scope.all(),
+      end: async (graceMs) => {
+        const r = await spawned.scope.end({ wholeCgroup: true, graceMs });
+        if (r.survivors.length === 0) await spawned.scope.dispose().catch(() => false);
+        return r;
+      },
+    };
     this.#input = new InputWatcher(pty, pty.pid, () => this.job);
     pty.setSink((c) => {
       job.feed(c);
@@ -35,10 +50,11 @@ export class OneShot {
       const code = st.code ?? (st.signal ? 128 + (SIGNAL_NUMBERS[st.signal] ?? 0) : undefined);
       job.finish("exited", { exitCode: code, signal: st.signal ?? undefined });
       await pty.close({ graceMs: 100 });
+      spawned.detach();
     });
   }
 
-  static start(
+  static async start(
     job: Job,
     options: {
       argv: readonly string[];
@@ -47,12 +63,13 @@ export class OneShot {
       env: Record<string, string>;
       cols: number;
       rows: number;
+      spawn: (req: PtySpawnOptions) => Promise<Spawned>;
     },
-  ): OneShot {
+  ): Promise<OneShot> {
     const argv = options.argv.length === 1 ? [options.shell, "-c", options.argv[0]!] : options.argv;
-    let pty: Pty;
+    let spawned: Spawned;
     try {
-      pty = Pty.spawn({
+      spawned = await options.spawn({
         argv,
         cwd: options.cwd,
         env: options.env,
@@ -60,7 +77,18 @@ export class OneShot {
         rows: options.rows,
       });
     } catch (err) {
+      const blocked = job.blocked[job.blocked.length - 1];
+      if (blocked) {
+        // The exec gate stopped the program itself at its execve.
+        job.finish("denied", { reason: blocked.reason });
+        throw new TermadaError("DENIED_BY_POLICY", blocked.reason, {
+          retriable: false,
+          hint: "Choose a command the policy allows, or ask the operator to change the policy",
+          details: blocked.rule ? { rule: blocked.rule } : undefined,
+        });
+      }
       job.finish("failed", { reason: (err as Error).message });
+      if (err instanceof TermadaError) throw err;
       throw new TermadaError(
         "INVALID_ARGUMENT",
         `Cannot start "${argv[0]}": ${(err as Error).message}`,
@@ -70,7 +98,7 @@ export class OneShot {
         },
       );
     }
-    return new OneShot(job, pty);
+    return new OneShot(job, spawned);
   }
 
   get pty(): Pty {
@@ -113,6 +141,8 @@ export class OneShot {
     this.#input.stop();
     await this.#pty.close({ graceMs: 200 });
     await waitDone(this.job, 1000);
+    await this.#scope.end({ wholeCgroup: true, graceMs: 100 }).catch(() => undefined);
+    await this.#scope.dispose().catch(() => false);
   }
 }
 

@@ -159,6 +159,8 @@ export class JobReader {
     }
     if (job.cwd !== undefined) v.cwd = job.cwd;
     if (job.status === "pending_approval" && job.approvalId) v.approval_id = job.approvalId;
+    if (job.blocked.length > 0) v.blocked = job.blocked.map((b) => ({ ...b, argv: [...b.argv] }));
+    if (job.survivors !== undefined) v.survivors = job.survivors.map((s) => ({ ...s }));
     return v;
   }
 

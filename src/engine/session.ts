@@ -17,7 +17,8 @@ import {
 } from "../output/mod.ts";
 import {
   killTree,
-  Pty,
+  type Pty,
+  type PtySpawnOptions,
   SIGNAL_NUMBERS,
   signalGroup,
   type SignalName,
@@ -31,6 +32,7 @@ import {
   typedCommand,
 } from "../shell/mod.ts";
 import { type Clock, logger, randomHex, TermadaError, within } from "../shared/mod.ts";
+import { nowTicks, type ProcessScope } from "../sandbox/mod.ts";
 import { InputWatcher } from "./input.ts";
 import { waitDone } from "./oneshot.ts";
 import type { Job } from "./job.ts";
@@ -62,6 +64,15 @@ export interface SessionOptions {
   onClosed: (s: Session) => void;
   /** Called when an operator holding the keyboard starts a command at the prompt. */
   onOperatorCommand?: (s: Session, line: string, operator: string) => Job;
+  /** Starts the shell on its PTY (through the sandbox's launcher). */
+  spawn: (req: PtySpawnOptions & { reach?: string[] }) => Promise<Spawned>;
+}
+
+/** A program started on a PTY, with its processes and the handle that stops watching execs. */
+export interface Spawned {
+  pty: Pty;
+  scope: ProcessScope;
+  detach(): void;
 }
 
 export class Session {
@@ -84,6 +95,7 @@ export class Session {
   #operatorLine = "";
   #opts: SessionOptions;
   #pty!: Pty;
+  #spawned: Spawned | undefined;
   #parser: MarkerParser;
   #rawRedact: ReturnType<Redactor["stream"]>;
   #recorder: AsciicastRecorder | undefined;
@@ -139,15 +151,19 @@ export class Session {
       }
     }
     try {
-      s.#pty = Pty.spawn({
+      s.#spawned = await opts.spawn({
+        reach: [opts.dir],
         argv: launch.argv,
         cwd: opts.cwd,
         env: { ...opts.env, ...launch.env },
         cols: opts.cols,
         rows: opts.rows,
       });
+      s.#pty = s.#spawned.pty;
     } catch (err) {
+      await s.#recorder?.close();
       await s.#cleanupFiles();
+      if (err instanceof TermadaError) throw err;
       throw new TermadaError("INTERNAL", `Cannot start ${opts.shell} in "${opts.cwd}"`, {
         cause: err,
         hint: "Check that the shell is installed and the directory exists",
@@ -214,6 +230,7 @@ export class Session {
       this.#staged = true;
     }
     this.#recorder?.marker(`job ${job.id}`);
+    this.#trackProcesses(job);
     try {
       await this.#pty.write(typed.line);
     } catch (err) {
@@ -222,6 +239,17 @@ export class Session {
       this.#jobDone();
       throw err;
     }
+  }
+
+  /** The job's processes: those of this session that started while it ran. */
+  #trackProcesses(job: Job): void {
+    const scope = this.#spawned?.scope;
+    if (!scope) return;
+    const from = nowTicks();
+    let to: number | undefined;
+    job.done.then(() => to = nowTicks());
+    const list = () => scope.startedBetween(from, to);
+    job.processes = { list, end: (graceMs) => scope.end({ set: list, graceMs }) };
   }
 
   /** Writes input for the current job (the engine checked it awaits input). */
@@ -318,6 +346,22 @@ export class Session {
     this.state = "closed";
     this.#clearTimers();
     await this.#pty?.close({ graceMs: 300 });
+    // Everything the session led to, wherever it went (setsid, nohup, double fork): gone.
+    const scope = this.#spawned?.scope;
+    if (scope) {
+      const end = await scope.end({ wholeCgroup: true, graceMs: 100 }).catch((err) => {
+        log.warn("could not end a session's processes", { session: this.id, error: err });
+        return undefined;
+      });
+      if (end && end.survivors.length > 0) {
+        log.warn("processes survived a session close", {
+          session: this.id,
+          survivors: end.survivors,
+        });
+      }
+      await scope.dispose().catch(() => false);
+    }
+    this.#spawned?.detach();
     if (job && !job.final) job.finish("killed", { signal: "HUP", reason: `session ${reason}` });
     this.job = undefined;
     this.#ready.resolve();

@@ -4,7 +4,7 @@
  * Nothing here reads the config file itself.
  */
 import { createHash } from "node:crypto";
-import { dirname, isAbsolute, join, resolve } from "node:path";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { invalidArgument, logger, TermadaError } from "../shared/mod.ts";
 
 export interface TermadaPaths {
@@ -209,7 +209,9 @@ function lstatOrNull(path: string): Deno.FileInfo | null {
 /**
  * Creates (or tightens) every directory the daemon writes to: the state dir, recordings, spool,
  * runtime scratch and the socket's directory. The config file's directory is the user's and is
- * left alone.
+ * left alone — except that Termada's own one (`~/.config/termada`) is created when missing, so
+ * sessions find it hidden rather than free to create (a config.yaml an agent wrote there would
+ * be the next daemon's policy).
  */
 export function ensureStateDirs(paths: TermadaPaths): void {
   const dirs = [
@@ -221,4 +223,8 @@ export function ensureStateDirs(paths: TermadaPaths): void {
     dirname(paths.mcpSocketPath),
   ];
   for (const dir of new Set(dirs)) ensurePrivateDir(dir);
+  const configDir = dirname(paths.configFile);
+  if (/^\.?termada/.test(basename(configDir))) {
+    Deno.mkdirSync(configDir, { recursive: true, mode: 0o700 });
+  }
 }

@@ -16,12 +16,15 @@ export {
   CompiledPolicy,
   compilePolicy,
   decide,
+  decideExec,
   decideLine,
   type DecideOptions,
   type Decision,
+  type ExecSubject,
   type PolicyAction,
   type PolicyRules,
   type RuleList,
+  ruleProgramNames,
 } from "./policy.ts";
 export { type CompiledGlob, compileGlob, globMatch } from "./glob.ts";
 export { POLICY_LIMITS } from "./_analyze.ts";

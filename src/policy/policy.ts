@@ -201,3 +201,60 @@ function shown(c: FoundCommand): string {
   const text = c.argv.map((w) => w.display).join(" ");
   return text.length > 200 ? text.slice(0, 199) + "…" : text;
 }
+
+/** One program an `execve` will run, as the exec gate saw it. */
+export interface ExecSubject {
+  /** Every name it goes by: the file's basename, argv[0]'s, and names known by its content. */
+  names: readonly string[];
+  /** Its arguments (argv without argv[0]). */
+  args: readonly string[];
+}
+
+/**
+ * Decides one `execve` at run time (the exec gate). The argv is exact — no holes, nothing
+ * opaque: whatever this program runs next comes back through the gate on its own exec. Only deny
+ * and confirm rules apply here (allow lists are the static layer's: they name what an agent may
+ * ask for, not every helper a tool execs). Strictest wins over every subject and name.
+ */
+export function decideExec(
+  subjects: readonly ExecSubject[],
+  policy: PolicyRules | CompiledPolicy,
+): Decision {
+  const p = compiledFor(policy);
+  const commands = subjects.flatMap((s) => s.names.map((n) => [n, ...s.args]));
+  const base = { commands, assignments: [], opaque: false };
+  for (const [list, globs] of [["deny", p.deny], ["confirm", p.confirm]] as const) {
+    if (globs.length === 0) continue;
+    for (const words of commands) {
+      const subject = subjectOf(words.map(literalWord));
+      const glob = globs.find((g) => matchSome(g, subject));
+      if (glob === undefined) continue;
+      const what = list === "deny" ? "denied" : "confirmation required";
+      const text = words.join(" ");
+      return {
+        action: list,
+        rule: { list, pattern: glob.source },
+        reason: `${what} at exec by rule "${glob.source}" (${list}) for "${
+          text.length > 200 ? text.slice(0, 199) + "…" : text
+        }"`,
+        ...base,
+      };
+    }
+  }
+  return { action: "allow", reason: "allowed at exec: no deny or confirm rule matches", ...base };
+}
+
+/**
+ * Program names the deny and confirm rules start with (literal first words, basenames): the
+ * exec gate resolves them to files so a copy or link under another name is still recognised.
+ */
+export function ruleProgramNames(policy: PolicyRules | CompiledPolicy): string[] {
+  const p = compiledFor(policy);
+  const out = new Set<string>();
+  for (const g of [...p.deny, ...p.confirm]) {
+    const first = g.source.trim().split(/\s+/)[0] ?? "";
+    if (first === "" || /[*?\\]/.test(first)) continue;
+    out.add(first.includes("/") ? first.slice(first.lastIndexOf("/") + 1) : first);
+  }
+  return [...out];
+}

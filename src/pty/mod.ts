@@ -29,4 +29,14 @@ export {
   readLink,
   readProcFile,
 } from "./procfs.ts";
-export { preloadNative, SysError } from "./_sys.ts";
+export {
+  check,
+  checkRc,
+  cstr,
+  cstrArray,
+  decodeCString,
+  errno,
+  preloadNative,
+  sys,
+  SysError,
+} from "./_sys.ts";

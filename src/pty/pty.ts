@@ -27,6 +27,8 @@ export interface PtySpawnOptions {
   poller?: Poller;
   /** Bytes buffered for a reader that is not keeping up before reads pause (default 1 MiB). */
   highWaterMark?: number;
+  /** A fd of ours the child gets as its fd 3 (the launcher's control socket). */
+  control?: number;
 }
 
 export interface ExitStatus {
@@ -62,7 +64,15 @@ function clampSize(n: number | undefined, fallback: number): number {
   return n;
 }
 
+/** Pids of the children a Pty waits for (an orphan reaper must leave them alone). */
+const ownPids = new Set<number>();
+
 export class Pty implements AsyncDisposable {
+  /** True while a Pty of this process waits for `pid`. */
+  static owns(pid: number): boolean {
+    return ownPids.has(pid);
+  }
+
   readonly pid: number;
   /** Path of the slave side, e.g. `/dev/pts/3`. */
   readonly ttyPath: string;
@@ -103,6 +113,7 @@ export class Pty implements AsyncDisposable {
     this.#highWater = opts.highWaterMark ?? 1 << 20;
     this.#poller.register(master, { ready: (r) => this.#onMaster(r) });
     this.#poller.register(pidfd, { ready: () => this.#onExit() });
+    ownPids.add(pid);
   }
 
   /** Spawns `argv` on a fresh PTY. Spawn errors (missing program, bad cwd) throw SysError. */
@@ -166,6 +177,9 @@ export class Pty implements AsyncDisposable {
       checkRc(libc.posix_spawn_file_actions_adddup2(actions, 0, 1), "adddup2");
       checkRc(libc.posix_spawn_file_actions_adddup2(actions, 0, 2), "adddup2");
       if (cwd) checkRc(libc.posix_spawn_file_actions_addchdir_np(actions, cwd), "addchdir_np");
+      if (options.control !== undefined) {
+        checkRc(libc.posix_spawn_file_actions_adddup2(actions, options.control, 3), "adddup2");
+      }
 
       const pidBuf = new Int32Array(1);
       checkRc(
@@ -449,6 +463,7 @@ export class Pty implements AsyncDisposable {
     const rc = sys().waitpid(this.pid, status, LINUX.WNOHANG);
     if (rc === 0) return; // spurious
     this.#poller.unregister(this.#pidfd, { close: true });
+    ownPids.delete(this.pid);
     const s = status[0]!;
     const termSig = s & 0x7f;
     this.#exit = rc < 0

@@ -144,6 +144,27 @@ export const JobResult = z.object({
   waited_ms: z.number().int().optional(),
   matched: z.enum(WAIT_MATCHES).optional(),
   match: z.string().optional(),
+  /**
+   * Programs this job tried to run that the exec gate stopped at `execve` (EACCES), newest last
+   * (at most 8): which file, under which names, and the rule or reason.
+   */
+  blocked: z.array(z.object({
+    program: z.string(),
+    path: z.string(),
+    argv: z.array(z.string()),
+    rule: z.string().optional(),
+    reason: z.string(),
+  })).optional(),
+  /**
+   * After a kill: the job's processes that could not be ended (empty: none is left — checked
+   * through its cgroup or /proc, not by the prompt coming back), each with why.
+   */
+  survivors: z.array(z.object({
+    pid: z.number().int(),
+    comm: z.string(),
+    state: z.string(),
+    reason: z.string(),
+  })).optional(),
 });
 export type JobResult = z.infer<typeof JobResult>;
 

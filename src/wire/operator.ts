@@ -21,6 +21,11 @@ export const PendingApproval = z.object({
   expires_at: z.string(),
   /** The policy rule that asked for confirmation. */
   rule: z.string().optional(),
+  /**
+   * Set when a program of a running job waits in `execve` for this decision (the exec gate):
+   * `command` is then that program's argv, `path` the file it runs.
+   */
+  exec: z.object({ pid: z.number().int(), path: z.string() }).optional(),
 });
 export type PendingApproval = z.infer<typeof PendingApproval>;
 

@@ -1,0 +1,116 @@
+/**
+ * What a file is, whatever its name: `(dev, inode, mtime, size)` from `stat`, and the SHA-256
+ * of its content, cached by that key (a rewritten file changes mtime or size; a copy has the
+ * same content under another inode). Read through libc, since the paths are `/proc/<pid>/root/…`
+ * and `/proc/<pid>/cwd/…` views of a target process (Deno's file APIs refuse /proc).
+ *
+ * Bounds: the cache keeps 4096 identities (oldest out first); a file is hashed up to
+ * MAX_HASHED_BYTES (a bigger one is identified by the hash of that prefix plus its size, and
+ * says so with `partial`).
+ */
+import { createHash } from "node:crypto";
+import { LINUX } from "../../ffi/mod.ts";
+import { cstr, sys } from "../pty/mod.ts";
+
+export const MAX_HASHED_BYTES = 512 * 1024 * 1024;
+const CACHE_ENTRIES = 4096;
+const HEAD_BYTES = 256;
+
+export interface FileIdentity {
+  dev: bigint;
+  ino: bigint;
+  size: number;
+  /** Hex SHA-256 of the content (of its first MAX_HASHED_BYTES when `partial`). */
+  sha256: string;
+  partial: boolean;
+  /** The first bytes (for `#!` lines). */
+  head: Uint8Array;
+}
+
+const cache = new Map<string, FileIdentity>();
+const statBuf = new Uint8Array(LINUX.SIZEOF_STAT);
+const statView = new DataView(statBuf.buffer);
+const chunk = new Uint8Array(1 << 20);
+let hits = 0;
+let misses = 0;
+
+/** dev, ino, size and mtime of a path (following symlinks), or undefined. */
+function statKey(
+  path: Uint8Array,
+): { dev: bigint; ino: bigint; size: number; key: string } | undefined {
+  if (sys().stat(path, statBuf) !== 0) return undefined;
+  const dev = statView.getBigUint64(0, true);
+  const ino = statView.getBigUint64(8, true);
+  const size = Number(statView.getBigInt64(48, true));
+  const mtimeS = statView.getBigInt64(88, true);
+  const mtimeNs = statView.getBigInt64(96, true);
+  return { dev, ino, size, key: `${dev}:${ino}:${size}:${mtimeS}.${mtimeNs}` };
+}
+
+/** The identity of the file at `path`, or undefined when it cannot be opened. */
+export function fileIdentity(path: string): FileIdentity | undefined {
+  let p: Uint8Array;
+  try {
+    p = cstr(path);
+  } catch {
+    return undefined;
+  }
+  const st = statKey(p);
+  if (st === undefined) return undefined;
+  const cached = cache.get(st.key);
+  if (cached) {
+    hits++;
+    cache.delete(st.key);
+    cache.set(st.key, cached);
+    return cached;
+  }
+  misses++;
+  const libc = sys();
+  const fd = libc.open(p, LINUX.O_RDONLY | LINUX.O_CLOEXEC, 0);
+  if (fd < 0) return undefined;
+  const hash = createHash("sha256");
+  let head = new Uint8Array(0);
+  let total = 0;
+  try {
+    while (total < MAX_HASHED_BYTES) {
+      const want = Math.min(chunk.length, MAX_HASHED_BYTES - total);
+      const n = Number(libc.read(fd, chunk, BigInt(want)));
+      if (n < 0) return undefined;
+      if (n === 0) break;
+      if (total === 0) head = chunk.slice(0, Math.min(n, HEAD_BYTES));
+      hash.update(chunk.subarray(0, n));
+      total += n;
+    }
+  } finally {
+    libc.close(fd);
+  }
+  const id: FileIdentity = {
+    dev: st.dev,
+    ino: st.ino,
+    size: st.size,
+    sha256: hash.digest("hex"),
+    partial: total < st.size,
+    head,
+  };
+  cache.set(st.key, id);
+  if (cache.size > CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
+  return id;
+}
+
+/** Cache counters (for the bench and `capabilities`). */
+export function identityCacheStats(): { entries: number; hits: number; misses: number } {
+  return { entries: cache.size, hits, misses };
+}
+
+/** `#!interpreter [one argument]` of a script's first line, or undefined. */
+export function shebang(head: Uint8Array): { interpreter: string; arg?: string } | undefined {
+  if (head[0] !== 0x23 || head[1] !== 0x21) return undefined;
+  let end = head.indexOf(10);
+  if (end < 0) end = head.length;
+  const line = new TextDecoder().decode(head.subarray(2, end)).trim();
+  if (line === "") return undefined;
+  const sp = line.search(/[ \t]/);
+  if (sp < 0) return { interpreter: line };
+  const arg = line.slice(sp + 1).trim();
+  return { interpreter: line.slice(0, sp), ...(arg ? { arg } : {}) };
+}

@@ -1,0 +1,205 @@
+/**
+ * `termada __launch`: the launcher. The daemon spawns it (on the session's PTY, with the
+ * control socket on fd 3) instead of the program itself; it sets the boundary up in this very
+ * process and then `execve`s the program, so the boundary holds from its first instruction:
+ *
+ *   1. read the spec (one JSON line on fd 3),
+ *   2. join the session's cgroup,
+ *   3. `no_new_privs`, then Landlock (hide the control plane's files),
+ *   4. the exec filter (seccomp user notification), whose listener fd it reports,
+ *   5. wait for "go" (the daemon has taken the listener with `pidfd_getfd`), close it,
+ *   6. reset signal dispositions and mask, `execvpe` the program. fd 3 is close-on-exec: the
+ *      daemon sees EOF on success, or a failure line.
+ *
+ * It imports only the sandbox's own mechanics, so it starts in tens of milliseconds.
+ */
+import { LINUX } from "../../ffi/mod.ts";
+import { cstr, cstrArray, errno, sys } from "../pty/mod.ts";
+import { applyLandlock } from "./landlock.ts";
+import { canMount, hideWithMounts } from "./mounts.ts";
+import { installExecFilter } from "./seccomp.ts";
+import {
+  LAUNCH_FD,
+  type LaunchFailed,
+  type LaunchReady,
+  type LaunchSpec,
+  MAX_SPEC_BYTES,
+} from "./spec.ts";
+
+const F_SETFD = 2;
+const FD_CLOEXEC = 1;
+
+function send(msg: LaunchReady | LaunchFailed): void {
+  const bytes = new TextEncoder().encode(JSON.stringify(msg) + "\n");
+  let off = 0;
+  while (off < bytes.length) {
+    const n = Number(sys().write(LAUNCH_FD, bytes.subarray(off), BigInt(bytes.length - off)));
+    if (n <= 0) return;
+    off += n;
+  }
+}
+
+function fail(step: LaunchFailed["step"], error: string, code?: number): never {
+  send({ ready: false, step, error, ...(code !== undefined ? { errno: code } : {}) });
+  sys()._exit(126);
+  throw new Error("unreachable");
+}
+
+/** Reads until the first newline (blocking socket reads). */
+function readLine(limit: number): string | undefined {
+  const buf = new Uint8Array(65536);
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const n = Number(sys().read(LAUNCH_FD, buf, BigInt(buf.length)));
+    if (n < 0 && errno() === LINUX.EINTR) continue;
+    if (n <= 0) return undefined;
+    const chunk = buf.slice(0, n);
+    const nl = chunk.indexOf(10);
+    parts.push(nl >= 0 ? chunk.subarray(0, nl) : chunk);
+    total += n;
+    if (nl >= 0) break;
+    if (total > limit) return undefined;
+  }
+  const all = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    all.set(p, o);
+    o += p.length;
+  }
+  return new TextDecoder().decode(all);
+}
+
+const MODE_OFFSET = Deno.build.arch === "aarch64" ? 16 : 24;
+
+/** PATH lookup as execvp does it: the first regular, executable file (or the name with a /). */
+function resolveProgram(name: string, pathVar: string): string | undefined {
+  if (name.includes("/")) return name;
+  const st = new Uint8Array(256);
+  const view = new DataView(st.buffer);
+  for (const dir of pathVar.split(":")) {
+    const file = `${dir === "" ? "." : dir}/${name}`;
+    if (sys().stat(cstr(file), st) !== 0) continue;
+    const mode = view.getUint32(MODE_OFFSET, true);
+    if ((mode & 0o170000) === 0o100000 && (mode & 0o111) !== 0) return file;
+  }
+  return undefined;
+}
+
+/** Writes a small file through libc (Deno's file APIs refuse /sys without full permissions). */
+function writeFile(path: string, text: string): void {
+  const fd = sys().open(cstr(path), 1 /* O_WRONLY */ | LINUX.O_CLOEXEC, 0);
+  if (fd < 0) throw new Error(`cannot open ${path} (errno ${errno()})`);
+  try {
+    const bytes = new TextEncoder().encode(text);
+    if (Number(sys().write(fd, bytes, BigInt(bytes.length))) !== bytes.length) {
+      throw new Error(`cannot write ${path} (errno ${errno()})`);
+    }
+  } finally {
+    sys().close(fd);
+  }
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export function runLauncher(): never {
+  const libc = sys();
+  const line = readLine(MAX_SPEC_BYTES);
+  if (line === undefined) fail("spec", "no launch spec on fd 3");
+  let spec: LaunchSpec;
+  try {
+    spec = JSON.parse(line) as LaunchSpec;
+    if (spec.v !== 1 || !Array.isArray(spec.argv) || spec.argv.length === 0) {
+      throw new Error("bad spec");
+    }
+  } catch (err) {
+    fail("spec", message(err));
+  }
+  const required = new Set(spec.required);
+  const ready: LaunchReady = {
+    ready: true,
+    listener: -1,
+    landlock: null,
+    seccomp: null,
+    cgroup: null,
+    mounts: null,
+  };
+
+  if (spec.cgroup) {
+    try {
+      writeFile(`${spec.cgroup}/cgroup.procs`, "0");
+    } catch (err) {
+      if (required.has("cgroup")) fail("cgroup", message(err));
+      ready.cgroup = { error: message(err) };
+    }
+  }
+
+  if (
+    libc.prctl(LINUX.PR_SET_NO_NEW_PRIVS, 1n, 0n, 0n, 0n) !== 0 && (spec.seccomp || spec.landlock)
+  ) {
+    fail("seccomp", "prctl(PR_SET_NO_NEW_PRIVS) failed", errno());
+  }
+
+  if (spec.landlock) {
+    try {
+      // Where the launcher may mount, a private mount namespace covers the hidden paths and
+      // Landlock only scopes (signals, sockets, ptrace, no mount changes); elsewhere Landlock's
+      // own rules hide them (and freeze the directories around them: docs/SECURITY.md).
+      let hide = spec.landlock.hide;
+      let allow = spec.landlock.allow;
+      let how: "mounts" | "landlock" = "landlock";
+      if (spec.mounts && canMount()) {
+        try {
+          hideWithMounts(hide, allow);
+          hide = [];
+          allow = [];
+          how = "mounts";
+        } catch (err) {
+          ready.mounts = { error: message(err) };
+        }
+      }
+      const r = applyLandlock({ hide, allow });
+      ready.landlock = { abi: r.abi, scopes: r.scopes, hiding: how };
+    } catch (err) {
+      if (required.has("landlock")) fail("landlock", message(err));
+      ready.landlock = { error: message(err) };
+    }
+  }
+
+  if (spec.seccomp) {
+    try {
+      ready.listener = installExecFilter();
+    } catch (err) {
+      if (required.has("seccomp")) fail("seccomp", message(err));
+      ready.seccomp = { error: message(err) };
+    }
+  }
+
+  send(ready);
+  const go = readLine(64);
+  if (go !== "go") fail("spec", `the daemon did not confirm (${JSON.stringify(go ?? "EOF")})`);
+  if (ready.listener >= 0) libc.close(ready.listener);
+  libc.fcntl(LAUNCH_FD, F_SETFD, FD_CLOEXEC);
+
+  // Deno ignores SIGPIPE and an ignored disposition survives exec: give the program defaults.
+  for (let sig = 1; sig < 32; sig++) if (sig !== 9 && sig !== 19) libc.signal(sig, null);
+  const empty = new Uint8Array(LINUX.SIZEOF_SIGSET);
+  libc.sigemptyset(empty);
+  libc.sigprocmask(LINUX.SIG_SETMASK, empty, null);
+
+  // One execve of the resolved file (not execvpe's try-every-PATH-entry): the exec gate sees
+  // exactly the program that runs, once.
+  const file = resolveProgram(spec.argv[0]!, spec.env.PATH ?? "/usr/local/bin:/usr/bin:/bin");
+  if (file === undefined) fail("exec", `cannot run "${spec.argv[0]}"`, LINUX.ENOENT);
+  const argv = cstrArray(spec.argv, "argv");
+  const envp = cstrArray(Object.entries(spec.env).map(([k, v]) => `${k}=${v}`), "env");
+  libc.execve(cstr(file), argv.ptrs, envp.ptrs);
+  const e = errno();
+  void argv.keep;
+  void envp.keep;
+  fail("exec", `cannot run "${spec.argv[0]}"`, e);
+}
+
+if (import.meta.main) runLauncher();

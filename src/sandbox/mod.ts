@@ -1,0 +1,27 @@
+/**
+ * The kernel boundary around sessions (docs/SECURITY.md): the launcher (`termada __launch`)
+ * that sets it up in the child before `execve`, the exec gate (seccomp user notification,
+ * answered on the shared Poller), Landlock, per-session cgroups and the subreaper.
+ */
+export {
+  type ExecGateMode,
+  type Feature,
+  type FeatureState,
+  Sandbox,
+  type SandboxOptions,
+  type SandboxReport,
+  SandboxUnavailable,
+  type Spawned,
+  type SpawnRequest,
+} from "./sandbox.ts";
+export {
+  type ExecAnswer,
+  type ExecDecider,
+  type ExecEvent,
+  GATE_LIMITS,
+  type GateStats,
+} from "./gate.ts";
+export { type FileIdentity, fileIdentity, identityCacheStats } from "./identity.ts";
+export { runLauncher } from "./launcher_main.ts";
+export { nowTicks, ProcessScope } from "./scope.ts";
+export { type EscalateResult, type Survivor } from "./reaper.ts";

@@ -1,0 +1,105 @@
+/**
+ * Hiding the control plane with a private mount namespace (when the launcher may mount: root or
+ * CAP_SYS_ADMIN). Each hidden directory is covered by an empty read-only tmpfs, each hidden file
+ * by a read-only bind of /dev/null; a path a program must still use inside a hidden one (its
+ * session's own scratch directory) is bound back into place first. Mounts are private to the
+ * new namespace (the host never sees them), and the Landlock domain applied afterwards forbids
+ * every change of mount topology, so a program cannot unmount them.
+ *
+ * Compared with Landlock alone (src/sandbox/landlock.ts) nothing around the hidden paths is
+ * frozen: `$HOME`, `/tmp`… stay fully writable. Unprivileged launchers cannot use it (a user
+ * namespace needs a single-threaded caller, and the launcher is a Deno process): they fall back
+ * to Landlock's rules. Synchronous calls only: the namespace belongs to the calling thread.
+ */
+import { LINUX } from "../../ffi/mod.ts";
+import { cstr, errno, sys, SysError } from "../pty/mod.ts";
+
+const NULL = null as unknown as Uint8Array;
+const O_DIRECTORY = Deno.build.arch === "aarch64" ? 0o40000 : 0o200000;
+const STAT_MODE = Deno.build.arch === "aarch64" ? 16 : 24;
+
+function kind(path: string): "dir" | "file" | undefined {
+  const st = new Uint8Array(256);
+  if (sys().stat(cstr(path), st) !== 0) return undefined;
+  const mode = new DataView(st.buffer).getUint32(STAT_MODE, true) & 0o170000;
+  return mode === 0o040000 ? "dir" : "file";
+}
+
+function mount(
+  src: string | null,
+  target: string,
+  fstype: string | null,
+  flags: number,
+  data = "",
+) {
+  const rc = sys().mount(
+    src === null ? NULL : cstr(src),
+    cstr(target),
+    fstype === null ? NULL : cstr(fstype),
+    BigInt(flags),
+    cstr(data),
+  );
+  if (rc !== 0) throw new SysError(`mount ${target}`, errno());
+}
+
+function mkdirs(path: string): void {
+  let cur = "";
+  for (const part of path.split("/").filter(Boolean)) {
+    cur += `/${part}`;
+    if (sys().mkdir(cstr(cur), 0o700) !== 0 && errno() !== 17 /* EEXIST */) {
+      throw new SysError(`mkdir ${cur}`, errno());
+    }
+  }
+}
+
+/** Whether this launcher may build a mount namespace (effective uid 0). */
+export function canMount(): boolean {
+  return sys().geteuid() === 0;
+}
+
+/** Covers `hide` (keeping `allow` reachable) in a new private mount namespace; throws SysError. */
+export function hideWithMounts(hide: readonly string[], allow: readonly string[]): string[] {
+  const libc = sys();
+  if (libc.unshare(LINUX.CLONE_NEWNS) !== 0) throw new SysError("unshare(CLONE_NEWNS)", errno());
+  mount(null, "/", null, LINUX.MS_REC | LINUX.MS_PRIVATE);
+  // Hold the paths to keep before anything is covered (in the new namespace: a bind source
+  // must be one of its own mounts).
+  const keep: { path: string; fd: number }[] = [];
+  for (const a of allow) {
+    const fd = libc.open(cstr(a), LINUX.O_PATH | O_DIRECTORY | LINUX.O_CLOEXEC, 0);
+    if (fd >= 0) keep.push({ path: a, fd });
+  }
+  try {
+    const hidden: string[] = [];
+    const sorted = [...new Set(hide)].sort();
+    const outer = sorted.filter((p) => !sorted.some((o) => o !== p && p.startsWith(o + "/")));
+    const ro = LINUX.MS_RDONLY | LINUX.MS_NOSUID | LINUX.MS_NODEV | LINUX.MS_NOEXEC;
+    for (const h of outer) {
+      const k = kind(h);
+      if (k === undefined) continue; // nothing there yet: see below (Landlock keeps it uncreatable)
+      if (k === "file") {
+        mount("/dev/null", h, null, LINUX.MS_BIND);
+        mount(null, h, null, LINUX.MS_REMOUNT | LINUX.MS_BIND | ro);
+        hidden.push(h);
+        continue;
+      }
+      mount(
+        "termada-hidden",
+        h,
+        "tmpfs",
+        LINUX.MS_NOSUID | LINUX.MS_NODEV | LINUX.MS_NOEXEC,
+        "size=64k,mode=0700",
+      );
+      for (const k2 of keep) {
+        if (!k2.path.startsWith(h + "/")) continue;
+        mkdirs(k2.path);
+        mount(`/proc/self/fd/${k2.fd}`, k2.path, null, LINUX.MS_BIND);
+      }
+      mount(null, h, "tmpfs", LINUX.MS_REMOUNT | ro, "size=64k,mode=0500");
+      hidden.push(h);
+    }
+    return hidden;
+  } finally {
+    for (const k of keep) libc.close(k.fd);
+  }
+}

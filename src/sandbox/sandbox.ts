@@ -1,0 +1,349 @@
+/**
+ * The session boundary, as the engine uses it: which kernel features this machine has (and why
+ * not, when it lacks one), and `spawn()`, which starts a program on a PTY through the launcher
+ * so that it runs with the exec filter (every exec reaches `decide`), the control plane hidden
+ * (a private mount namespace where the launcher may mount, else Landlock rules), Landlock's
+ * scoping (no signals, ptrace or abstract sockets outside the session), and its own cgroup
+ * (kill means gone). What it starts comes back with its ProcessScope.
+ *
+ * Modes (`security.exec_gate`): `required` refuses to start what cannot get the exec filter;
+ * `auto` (default) uses what exists and reports what is missing; `off` starts programs directly,
+ * as before. A missing feature can be injected (tests, diagnostics): it behaves exactly as absent.
+ */
+import {
+  allPids,
+  procStat,
+  type Pty,
+  Pty as PtyClass,
+  type PtySpawnOptions,
+  sys,
+} from "../pty/mod.ts";
+import { logger } from "../shared/mod.ts";
+import { syscalls } from "../../ffi/mod.ts";
+import { type Cgroup, CgroupTree, detectCgroup } from "./cgroup.ts";
+import { type ExecDecider, ExecGate, type GateStats } from "./gate.ts";
+import { landlockAbi } from "./landlock.ts";
+import { controlPair, handshake, LaunchChannel, launcherArgv, launcherEnv } from "./launch.ts";
+import { becomeSubreaper } from "./reaper.ts";
+import { ProcessScope } from "./scope.ts";
+import { notifySupported } from "./seccomp.ts";
+import type { LaunchReady, LaunchSpec } from "./spec.ts";
+
+const log = logger("sandbox");
+
+export type ExecGateMode = "required" | "auto" | "off";
+export type Feature = "seccomp" | "landlock" | "cgroup" | "mounts";
+
+export interface FeatureState {
+  active: boolean;
+  /** Why not, when it is not active. */
+  reason?: string;
+}
+
+export interface SandboxReport {
+  mode: ExecGateMode;
+  exec_gate: FeatureState;
+  /** How the control plane's files are hidden: `mounts` (nothing else changes) or `landlock`. */
+  hiding: FeatureState & { how?: "mounts" | "landlock"; paths: string[] };
+  landlock: FeatureState & { abi: number };
+  cgroup: FeatureState & { root?: string };
+  subreaper: boolean;
+}
+
+export interface SandboxOptions<C> {
+  mode: ExecGateMode;
+  /** Paths no session process may reach (state dir, config, socket dir). */
+  hide: readonly string[];
+  decide: ExecDecider<C>;
+  /** Where to make this daemon's cgroup (default: below its own cgroup). */
+  cgroupBase?: string;
+  /** Features to treat as absent (injection for tests and diagnostics). */
+  missing?: readonly Feature[];
+  /**
+   * Become the child subreaper and reap orphans (the daemon; never a test process, whose other
+   * children Deno itself waits for).
+   */
+  subreaper?: boolean;
+}
+
+export interface SpawnRequest<C> extends PtySpawnOptions {
+  ctx: C;
+  /** The first exec is the daemon's own choice (a session's shell): allowed without asking. */
+  trustFirstExec: boolean;
+  /** Name of the cgroup to start in (a session's or a one-shot job's), when cgroups are on. */
+  cgroupName?: string;
+  /** Paths inside hidden ones this program may use (its session's own scratch directory). */
+  reach?: readonly string[];
+}
+
+export interface Spawned {
+  pty: Pty;
+  /** Its processes (cgroup or process tree) for kills and listings. */
+  scope: ProcessScope;
+  /** Stops watching execs (they fail from now on); idempotent. */
+  detach(): void;
+  report: LaunchReady | undefined;
+}
+
+interface GateCtx<C> {
+  ctx: C;
+  scope: ProcessScope | undefined;
+}
+
+function detectSeccomp(missing: Set<Feature>): FeatureState {
+  if (missing.has("seccomp")) {
+    return { active: false, reason: "seccomp user notification marked missing (injected)" };
+  }
+  if (Deno.build.os !== "linux") {
+    return { active: false, reason: `not available on ${Deno.build.os}` };
+  }
+  if (!syscalls()) return { active: false, reason: `no syscall table for ${Deno.build.arch}` };
+  try {
+    if (!notifySupported()) {
+      return { active: false, reason: "the kernel has no seccomp user notification (Linux ≥ 5.9)" };
+    }
+  } catch (err) {
+    return { active: false, reason: `seccomp unavailable: ${(err as Error).message}` };
+  }
+  return { active: true };
+}
+
+const OFF = "security.exec_gate is off";
+
+export class Sandbox<C> {
+  readonly mode: ExecGateMode;
+  readonly gate: ExecGate<GateCtx<C>>;
+  readonly #o: SandboxOptions<C>;
+  readonly #missing: Set<Feature>;
+  readonly #seccomp: FeatureState;
+  readonly #landlock: FeatureState & { abi: number };
+  #hiding: FeatureState & { how?: "mounts" | "landlock"; paths: string[] };
+  readonly #cgroup: FeatureState & { root?: string };
+  readonly #tree: CgroupTree | undefined;
+  readonly #hide: string[];
+  readonly subreaper: boolean;
+  #reapTimer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(options: SandboxOptions<C>) {
+    this.#o = options;
+    this.mode = options.mode;
+    const missing = this.#missing = new Set(options.missing ?? []);
+    const off = options.mode === "off";
+    this.#seccomp = off ? { active: false, reason: OFF } : detectSeccomp(missing);
+    const abi = missing.has("landlock") ? 0 : safeAbi();
+    this.#landlock = off ? { active: false, abi, reason: OFF } : abi > 0 ? { active: true, abi } : {
+      active: false,
+      abi,
+      reason: missing.has("landlock")
+        ? "Landlock marked missing (injected)"
+        : "the kernel has no Landlock (Linux ≥ 5.13 with landlock in lsm=)",
+    };
+    let tree: CgroupTree | undefined;
+    let cgroup: FeatureState & { root?: string };
+    if (off) cgroup = { active: false, reason: OFF };
+    else if (missing.has("cgroup")) {
+      cgroup = { active: false, reason: "cgroup v2 marked missing (injected)" };
+    } else {
+      const found = detectCgroup(options.cgroupBase ? { base: options.cgroupBase } : {});
+      if (found.ok) {
+        tree = new CgroupTree(found.root);
+        void tree.sweepStale().catch(() => {});
+        cgroup = { active: true, root: found.root };
+      } else cgroup = { active: false, reason: found.reason };
+    }
+    this.#tree = tree;
+    this.#cgroup = cgroup;
+    // The cgroup hierarchy is part of the control plane: a session that could write
+    // cgroup.procs elsewhere could leave its cgroup.
+    this.#hide = [...options.hide, ...(tree ? [cgroupMountOf(tree.root)] : [])];
+    const mounts = !missing.has("mounts") && sys().geteuid() === 0;
+    this.#hiding = off
+      ? { active: false, reason: OFF, paths: [] }
+      : mounts
+      ? { active: true, how: "mounts", paths: [...this.#hide] }
+      : this.#landlock.active
+      ? { active: true, how: "landlock", paths: [...this.#hide] }
+      : {
+        active: false,
+        reason: "neither a mount namespace (needs root) nor Landlock is available",
+        paths: [...this.#hide],
+      };
+    this.subreaper = !off && options.subreaper === true && becomeSubreaper();
+    if (this.subreaper) {
+      // Orphans of sessions are ours now: reap the ones no Pty waits for, or they stay zombies.
+      this.#reapTimer = setInterval(() => reapOrphans(), 1000);
+      Deno.unrefTimer(this.#reapTimer as unknown as number);
+    }
+    this.gate = new ExecGate<GateCtx<C>>((ev, g) => {
+      g.scope?.note(ev.pid);
+      return options.decide(ev, g.ctx);
+    });
+    if (this.mode !== "off") {
+      const features = [
+        ["exec gate", this.#seccomp],
+        ["hiding the control plane", this.#hiding],
+        ["landlock", this.#landlock],
+        ["cgroup", this.#cgroup],
+      ] as const;
+      for (const [name, f] of features) {
+        if (!f.active) {
+          log.warn(`${name} unavailable: sessions run without it`, {
+            reason: f.reason,
+            mode: this.mode,
+          });
+        }
+      }
+    }
+  }
+
+  /** What this daemon enforces, and why not where it does not (capabilities, dashboard, log). */
+  report(): SandboxReport {
+    return {
+      mode: this.mode,
+      exec_gate: { ...this.#seccomp },
+      hiding: { ...this.#hiding, paths: [...this.#hiding.paths] },
+      landlock: { ...this.#landlock },
+      cgroup: { ...this.#cgroup },
+      subreaper: this.subreaper,
+    };
+  }
+
+  get execGateActive(): boolean {
+    return this.#seccomp.active;
+  }
+
+  gateStats(): GateStats {
+    return this.gate.stats();
+  }
+
+  /**
+   * Refuses up front what `required` cannot give (session_create, exec_start): the exec filter
+   * must exist on this machine.
+   */
+  assertCanSpawn(): void {
+    if (this.mode === "required" && !this.#seccomp.active) {
+      throw new SandboxUnavailable(`security.exec_gate is required, but ${this.#seccomp.reason}`);
+    }
+  }
+
+  /** Starts `req.argv` on a PTY inside the boundary (or directly when nothing applies). */
+  async spawn(req: SpawnRequest<C>): Promise<Spawned> {
+    this.assertCanSpawn();
+    const useSeccomp = this.#seccomp.active;
+    const useLandlock = this.#landlock.active;
+    const cgroup = req.cgroupName ? this.#createCgroup(req.cgroupName) : undefined;
+    if (!useSeccomp && !useLandlock && !cgroup && !this.#hiding.active) {
+      const pty = PtyClass.spawn(req);
+      return { pty, scope: new ProcessScope(pty.pid), detach() {}, report: undefined };
+    }
+    const spec: LaunchSpec = {
+      v: 1,
+      argv: [...req.argv],
+      env: req.env ?? {},
+      cgroup: cgroup?.path ?? null,
+      seccomp: useSeccomp,
+      landlock: this.#hiding.active || useLandlock
+        ? { hide: [...this.#hide], allow: [...(req.reach ?? [])] }
+        : null,
+      mounts: this.#hiding.how === "mounts",
+      required: this.mode === "required" ? ["seccomp"] : [],
+    };
+    const pair = controlPair();
+    let pty: Pty;
+    try {
+      pty = PtyClass.spawn({
+        ...req,
+        argv: launcherArgv(),
+        env: launcherEnv(),
+        control: pair.child,
+      });
+    } catch (err) {
+      sys().close(pair.parent);
+      await cgroup?.remove().catch(() => false);
+      throw err;
+    } finally {
+      sys().close(pair.child);
+    }
+    const scope = new ProcessScope(pty.pid, cgroup);
+    const channel = new LaunchChannel(pair.parent);
+    let handle: { close(): void } | undefined;
+    try {
+      const { report } = await handshake(channel, pty.pid, spec, (fd) => {
+        handle = this.gate.attach(fd, { ctx: req.ctx, scope }, { trustFirst: req.trustFirstExec });
+      });
+      this.#noteReport(report);
+      return { pty, scope, detach: () => handle?.close(), report };
+    } catch (err) {
+      handle?.close();
+      await pty.close({ graceMs: 0 });
+      await scope.end({ wholeCgroup: true, graceMs: 0 }).catch(() => {});
+      await scope.dispose().catch(() => false);
+      throw err;
+    }
+  }
+
+  /** Ends every cgroup of this daemon and removes its tree (shutdown). */
+  async close(): Promise<void> {
+    clearInterval(this.#reapTimer);
+    await this.#tree?.removeAll().catch(() => false);
+  }
+
+  #createCgroup(name: string): Cgroup | undefined {
+    if (!this.#tree) return undefined;
+    try {
+      return this.#tree.create(name);
+    } catch (err) {
+      log.warn("cgroup not created: this one runs without", { name, error: err });
+      return undefined;
+    }
+  }
+
+  #noteReport(r: LaunchReady): void {
+    if (r.landlock && "error" in r.landlock && this.#landlock.active) {
+      log.warn("landlock failed in a launcher", { error: r.landlock.error });
+    }
+    if (r.mounts && this.#hiding.how === "mounts") {
+      log.warn("no mount namespace in a launcher: Landlock hid the paths instead", {
+        error: r.mounts.error,
+      });
+    }
+    if (r.seccomp && this.#seccomp.active) {
+      log.warn("exec filter failed in a launcher: this program runs without it", {
+        error: r.seccomp.error,
+      });
+    }
+    if (r.cgroup) log.warn("a launcher could not join its cgroup", { error: r.cgroup.error });
+  }
+}
+
+export class SandboxUnavailable extends Error {
+  override name = "SandboxUnavailable";
+}
+
+function safeAbi(): number {
+  try {
+    return landlockAbi();
+  } catch {
+    return 0;
+  }
+}
+
+/** The cgroup2 mount point above `dir` (`/sys/fs/cgroup` or `/sys/fs/cgroup/unified`). */
+function cgroupMountOf(dir: string): string {
+  const m = /^(\/sys\/fs\/cgroup(?:\/unified)?)(?:\/|$)/.exec(dir);
+  return m ? m[1]! : dir;
+}
+
+/** Reaps zombie children of this process that no Pty is waiting for (adopted orphans). */
+export function reapOrphans(): number {
+  let n = 0;
+  const status = new Int32Array(1);
+  // A /proc scan, not task/<tid>/children: an orphan may be adopted by any of our threads.
+  for (const pid of allPids()) {
+    if (PtyClass.owns(pid)) continue;
+    const st = procStat(pid);
+    if (st?.ppid !== Deno.pid || st.state !== "Z") continue;
+    if (sys().waitpid(pid, status, 1 /* WNOHANG */) === pid) n++;
+  }
+  return n;
+}

@@ -1,0 +1,107 @@
+/**
+ * Which processes belong to a session or a job, and ending them for good ("kill means gone").
+ *
+ * A scope is the set of processes one launched program led to: with cgroups, everything in its
+ * cgroup (nothing can leave it: the cgroup tree is hidden from sessions); without, the
+ * descendants of its root process plus every process the exec gate saw exec in it (those that
+ * escaped with `setsid`, `nohup` or a double fork were reparented to the daemon, a subreaper,
+ * and are still known by pid and start time). A job's processes are those of its session that
+ * started while the job ran (start times in clock ticks), so children a finished job left
+ * running are still that job's.
+ *
+ * Bounds: KNOWN_PIDS exec'd pids remembered per scope (oldest out first).
+ */
+import { procStat, readProcFile } from "../pty/mod.ts";
+import type { Cgroup } from "./cgroup.ts";
+import {
+  escalate,
+  type EscalateResult,
+  type EscalationSignal,
+  processesOf,
+  type ProcessRef,
+} from "./reaper.ts";
+
+export const KNOWN_PIDS = 4096;
+/** USER_HZ: the unit of /proc/<pid>/stat start times on Linux (100 on every architecture). */
+const TICKS_PER_SECOND = 100;
+
+/** Now, in the clock ticks since boot that /proc start times use. */
+export function nowTicks(): number {
+  const up = readProcFile("/proc/uptime");
+  const s = up === undefined ? NaN : Number(up.split(" ")[0]);
+  return Number.isFinite(s) ? Math.floor(s * TICKS_PER_SECOND) : 0;
+}
+
+export class ProcessScope {
+  readonly cgroup: Cgroup | undefined;
+  #root: number;
+  #known = new Map<number, number>();
+
+  constructor(root: number, cgroup?: Cgroup) {
+    this.#root = root;
+    this.cgroup = cgroup;
+  }
+
+  get root(): number {
+    return this.#root;
+  }
+
+  /** The exec gate saw `pid` exec in this scope (kept by pid and start time). */
+  note(pid: number): void {
+    if (this.cgroup || this.#known.has(pid)) return;
+    const st = procStat(pid);
+    if (!st) return;
+    this.#known.set(pid, st.startTime);
+    if (this.#known.size > KNOWN_PIDS) this.#known.delete(this.#known.keys().next().value!);
+  }
+
+  /** Every live process of the scope, its root included. */
+  all(): ProcessRef[] {
+    if (this.cgroup) {
+      const out: ProcessRef[] = [];
+      for (const pid of this.cgroup.procs()) {
+        const st = procStat(pid);
+        if (st && st.state !== "Z") out.push({ pid, startTime: st.startTime });
+      }
+      return out;
+    }
+    const extra: number[] = [];
+    for (const [pid, start] of this.#known) {
+      const st = procStat(pid);
+      if (st && st.startTime === start) extra.push(pid);
+      else this.#known.delete(pid);
+    }
+    const out = this.#root > 1 ? processesOf(this.#root, extra) : [];
+    const root = procStat(this.#root);
+    if (root && root.state !== "Z") out.push({ pid: this.#root, startTime: root.startTime });
+    return out;
+  }
+
+  /** Processes (never the root) that started within [from, to] ticks. */
+  startedBetween(from: number, to: number | undefined): ProcessRef[] {
+    return this.all().filter((p) =>
+      p.pid !== this.#root && p.startTime >= from && (to === undefined || p.startTime <= to)
+    );
+  }
+
+  /** Ends `set` (default: the whole scope) INT → TERM → KILL, until nothing is left. */
+  end(
+    opts: {
+      set?: () => ProcessRef[];
+      signals?: EscalationSignal[];
+      graceMs?: number;
+      wholeCgroup?: boolean;
+    } = {},
+  ): Promise<EscalateResult> {
+    return escalate(opts.set ?? (() => this.all()), {
+      signals: opts.signals,
+      graceMs: opts.graceMs,
+      ...(opts.wholeCgroup && this.cgroup ? { cgroup: this.cgroup } : {}),
+    });
+  }
+
+  /** Removes the cgroup once empty (after `end`); true when it is gone or there was none. */
+  async dispose(): Promise<boolean> {
+    return this.cgroup ? await this.cgroup.remove() : true;
+  }
+}

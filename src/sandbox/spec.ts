@@ -1,0 +1,48 @@
+/**
+ * What the daemon asks the launcher to set up (one JSON line on fd 3) and what the launcher
+ * answers. Shared by both ends; no logic.
+ */
+
+/** The control fd the launcher finds its spec on (a socketpair end the daemon dup2'd there). */
+export const LAUNCH_FD = 3;
+/** Largest spec line accepted (bytes): argv and env of one program. */
+export const MAX_SPEC_BYTES = 1 << 20;
+
+export interface LaunchSpec {
+  v: 1;
+  argv: string[];
+  env: Record<string, string>;
+  /** Join this cgroup (its directory) before anything else, or null. */
+  cgroup: string | null;
+  /** Install the exec filter and hand its listener to the daemon. */
+  seccomp: boolean;
+  /** Paths made unreachable by Landlock (and exceptions inside them), or null for none. */
+  landlock: { hide: string[]; allow: string[] } | null;
+  /** Hide with a private mount namespace (the daemon runs as root); else with Landlock rules. */
+  mounts: boolean;
+  /** Features that must work: when one fails the launcher exits instead of degrading. */
+  required: ("seccomp" | "landlock" | "cgroup")[];
+}
+
+/** The launcher's report, sent before it waits for "go". */
+export interface LaunchReady {
+  ready: true;
+  /** The listener fd number in the launcher (for pidfd_getfd), or -1. */
+  listener: number;
+  landlock:
+    | { abi: number; scopes: string[]; hiding: "mounts" | "landlock" }
+    | { error: string }
+    | null;
+  /** The mount namespace could not be built (Landlock's rules hid the paths instead). */
+  mounts: { error: string } | null;
+  seccomp: { error: string } | null;
+  cgroup: { error: string } | null;
+}
+
+/** Sent instead when setup or exec failed: the launcher exits right after. */
+export interface LaunchFailed {
+  ready: false;
+  step: "spec" | "cgroup" | "landlock" | "seccomp" | "exec";
+  error: string;
+  errno?: number;
+}

@@ -46,6 +46,7 @@ Deno.test({
     const probe = await call(client, "exec_run", {
       command: ["echo probe-$((40+2))"],
       session: sid,
+      mode: "background",
     });
     assert.equal(probe.output, "probe-42\n");
     const jobId = String(probe.job_id);
@@ -58,7 +59,11 @@ Deno.test({
     });
     assert.equal((updated.progress as { passed: number }).passed, 1, JSON.stringify(updated));
     const target = `${profile}/approved-from-mission`;
-    const parked = await call(client, "exec_run", { command: [`touch ${target}`], session: sid });
+    const parked = await call(client, "exec_run", {
+      command: [`touch ${target}`],
+      session: sid,
+      mode: "background",
+    });
     assert.equal(parked.status, "pending_approval", JSON.stringify(parked));
     const apr = String(parked.approval_id);
 

@@ -612,7 +612,11 @@ const TOOL_CASES: Record<string, ToolSpec> = {
     cases: [
       okCase("a step passes on a job of the mission's session that exited 0", async (fx) => {
         const m = await fx.mission(["Check", "Other"]);
-        const r = await ok(fx.c, "exec_run", { command: ["true"], session: m.session_id });
+        const r = await ok(fx.c, "exec_run", {
+          command: ["true"],
+          session: m.session_id,
+          mode: "background",
+        });
         assert.equal(r.exit_code, 0);
         const u = await ok(fx.c, "mission_update", {
           mission_id: m.mission_id,

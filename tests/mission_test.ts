@@ -155,9 +155,22 @@ Deno.test("mission steps pass only on a job of the mission's session that exited
     assert.deepEqual(steps(mid).map((s) => s.status), ["pending", "pending", "pending"]);
 
     // A good job passes, with the runtime's evidence snapshot.
+    // A job of the session's shell is attachable, but its status is the shell's marker: the
+    // step is passed yet not verified.
+    const shellJob = await call(c, "exec_run", { command: ["true"], session: m.session_id });
+    const claimed = await call(c, "mission_update", {
+      mission_id: id,
+      step_id: "s1",
+      step_status: "passed",
+      job_id: shellJob.job_id,
+    });
+    assert.equal(steps(claimed)[0]!.verified, false);
+    assert.equal((steps(claimed)[0]!.evidence as S).exit_source, "shell");
+    // An argv job the daemon spawned in the mission's session: its exit status is the kernel's.
     const good = await call(c, "exec_run", {
       command: ["printf 'HTTP 503\\n'"],
       session: m.session_id,
+      mode: "background",
     });
     assert.equal(good.exit_code, 0);
     const after = await call(c, "mission_update", {
@@ -173,6 +186,7 @@ Deno.test("mission steps pass only on a job of the mission's session that exited
     assert.equal(s1.job_id, good.job_id);
     const ev = s1.evidence as S;
     assert.equal(ev.exit_code, 0);
+    assert.equal(ev.exit_source, "kernel");
     assert.equal(ev.session_id, m.session_id);
     assert.deepEqual(ev.command, ["printf 'HTTP 503\\n'"]);
     // The hash is of the job's recorded output, exactly what exec_poll pages.
@@ -311,6 +325,7 @@ Deno.test("an approval in the mission session means needs_attention; the report 
     const r = await call(c, "exec_run", {
       command: [`touch ${work}/fixed`],
       session: m.session_id,
+      mode: "background",
     });
     assert.equal(r.status, "pending_approval");
     const waiting = await call(c, "mission_get", { mission_id: m.mission_id });
@@ -423,7 +438,9 @@ Deno.test("a restart interrupts a live mission; resume opens a fresh session and
     const after = await call(c, "mission_get", { mission_id: m.mission_id });
     assert.equal(after.status, "interrupted");
     assert.equal(after.session_id, null);
-    assert.equal(steps(after)[0]!.verified, true, "evidence survives the restart");
+    const kept = steps(after)[0]!;
+    assert.equal(kept.status, "passed", "evidence survives the restart");
+    assert.match(String((kept.evidence as S).job_id), /^job_/);
     // The old session is gone for good.
     assert.equal(
       (await errorOf(c, "exec_run", { command: ["true"], session: m.session_id })).code,

@@ -107,10 +107,14 @@ function showJob(j: Json): void {
   if (out) { for (const line of out.split("\n")) say(`   │ ${line}`); }
 }
 
-/** exec_run in the mission's session; a finished job is returned as is. */
+/**
+ * exec_run in the mission's session, as an argv job the daemon spawns itself (`mode:
+ * "background"`: the session's cwd and env, its exit status from the kernel — what makes a step
+ * verified); a finished job is returned as is.
+ */
 async function run(session: string, command: string[]): Promise<Json> {
   say(`   $ ${command.length === 1 ? command[0] : JSON.stringify(command)}`);
-  return await call("exec_run", { command, session, timeout_ms: 30_000 });
+  return await call("exec_run", { command, session, mode: "background", timeout_ms: 30_000 });
 }
 
 function mustExit0(j: Json, what: string): void {

@@ -78,6 +78,7 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
   MCP socket   ${s.mcpSocketPath}   (termada serve --stdio relays to it)
   MCP (HTTP)   ${s.url}/mcp   (agent token required)
   Dashboard    ${s.dashboardUrl}
+  Boundary     ${s.boundary}
 
 Add it to Claude Code:
   claude mcp add --scope user termada -- termada serve --stdio

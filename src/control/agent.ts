@@ -15,6 +15,7 @@ import {
 } from "../engine/mod.ts";
 import { TermadaError, toTermadaError } from "../shared/mod.ts";
 import type {
+  Boundary,
   ExecKillInput,
   ExecListInput,
   ExecPollInput,
@@ -61,6 +62,23 @@ export class AgentOps {
     this.#gateway = o.gateway;
     this.#approvals = o.approvals;
     this.#trail = o.trail;
+  }
+
+  /** What the kernel boundary around sessions holds on this machine (no paths: agents' view). */
+  boundary(): Boundary {
+    const r = this.#engine.sandboxReport();
+    const f = (x: { active: boolean; reason?: string }) => ({
+      active: x.active,
+      ...(x.reason ? { reason: x.reason } : {}),
+    });
+    return {
+      mode: r.mode,
+      exec_gate: f(r.exec_gate),
+      hiding: { ...f(r.hiding), ...(r.hiding.how ? { how: r.hiding.how } : {}) },
+      landlock: { ...f(r.landlock), abi: r.landlock.abi },
+      cgroup: f(r.cgroup),
+      subreaper: r.subreaper,
+    };
   }
 
   // ── sessions ──────────────────────────────────────────────────────────────

@@ -23,6 +23,7 @@ import {
 } from "../config/mod.ts";
 import { Control, SYSTEM } from "../control/mod.ts";
 import type { Feature } from "../sandbox/mod.ts";
+import type { Boundary } from "../wire/mod.ts";
 import { type Reclaimer, startReclaimer } from "./reclaim.ts";
 import { MissionService } from "../mission/mod.ts";
 import { Redactor } from "../output/mod.ts";
@@ -68,6 +69,8 @@ export interface SetupInfo {
   url: string;
   dashboardUrl: string;
   pid: number;
+  /** One line: what the kernel boundary around sessions holds here (and what it lacks). */
+  boundary: string;
 }
 
 /** What only the daemon's stop releases. */
@@ -347,6 +350,7 @@ export class Daemon {
       url,
       dashboardUrl: `${url}/?token=${this.dashboardToken}`,
       pid: Deno.pid,
+      boundary: boundaryLine(this.control.agents.boundary()),
     };
   }
 
@@ -419,6 +423,20 @@ function removeQuietly(path: string): void {
   } catch {
     // already gone
   }
+}
+
+/** The banner's summary of the session boundary. */
+export function boundaryLine(b: Boundary): string {
+  if (b.mode === "off") return "off (security.exec_gate: off): sessions run without a boundary";
+  const on = (f: { active: boolean }, name: string) => `${name} ${f.active ? "on" : "OFF"}`;
+  const parts = [
+    on(b.exec_gate, "exec gate"),
+    b.hiding.active ? `control plane hidden (${b.hiding.how})` : "control plane NOT hidden",
+    on(b.landlock, `landlock${b.landlock.abi ? ` v${b.landlock.abi}` : ""}`),
+    on(b.cgroup, "cgroups"),
+  ];
+  const missing = [b.exec_gate, b.hiding, b.landlock, b.cgroup].filter((f) => !f.active).length;
+  return `${b.mode}: ${parts.join(" · ")}${missing ? " — see `capabilities` for why" : ""}`;
 }
 
 /**

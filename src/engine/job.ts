@@ -110,6 +110,12 @@ export class Job {
    * again for programs its confirm rules match (its deny rules still apply).
    */
   approved = false;
+  /**
+   * Where its exit status comes from: `kernel` — waitpid of the process the daemon spawned (a
+   * one-shot argv job; the session's shell itself exiting); `shell` — the end marker the
+   * session's shell printed (a job's own output could imitate it: not evidence).
+   */
+  exitSource: "kernel" | "shell" | undefined;
   /** What a kill could not end (empty after a kill that left nothing). */
   survivors: Survivor[] | undefined;
   /** Set when Termada itself is ending the job (kill/limit): the final status to report. */
@@ -333,9 +339,16 @@ export class Job {
   /** Ends the job. `exited` becomes `killed`/`timed_out` when Termada was stopping it. */
   finish(
     status: JobStatus,
-    details: { exitCode?: number; signal?: string; reason?: string; cwd?: string } = {},
+    details: {
+      exitCode?: number;
+      signal?: string;
+      reason?: string;
+      cwd?: string;
+      source?: "kernel" | "shell";
+    } = {},
   ): void {
     if (this.final) return;
+    if (details.source) this.exitSource = details.source;
     this.commitPending();
     this.releaseOutput();
     this.#live?.end();

@@ -48,7 +48,7 @@ export class OneShot {
     Promise.all([pty.exited, within(pty.outputEnded, 200)]).then(async ([st]) => {
       this.#input.stop();
       const code = st.code ?? (st.signal ? 128 + (SIGNAL_NUMBERS[st.signal] ?? 0) : undefined);
-      job.finish("exited", { exitCode: code, signal: st.signal ?? undefined });
+      job.finish("exited", { exitCode: code, signal: st.signal ?? undefined, source: "kernel" });
       await pty.close({ graceMs: 100 });
       spawned.detach();
     });

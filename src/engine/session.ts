@@ -429,7 +429,7 @@ export class Session {
         if (job && (this.#zone || this.#sent)) {
           this.#zone = false;
           this.#sent = false;
-          job.finish("exited", { exitCode: m.status, cwd: m.cwd });
+          job.finish("exited", { exitCode: m.status, cwd: m.cwd, source: "shell" });
           this.#jobDone();
           // Normally the prompt marker follows at once; if PS1 was replaced, do not hang.
           this.#endPromptTimer = setTimeout(() => this.#onPrompt(), 300);
@@ -479,6 +479,7 @@ export class Session {
       const code = st?.code ?? (st?.signal ? 128 + (SIGNAL_NUMBERS[st.signal] ?? 0) : undefined);
       job.finish("exited", {
         exitCode: code ?? undefined,
+        source: "kernel",
         signal: st?.signal ?? undefined,
         reason: "the shell exited; the session is closed",
       });

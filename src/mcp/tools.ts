@@ -274,6 +274,7 @@ export const TOOLS: readonly ToolDef[] = [
 
 function capabilities(c: ToolContext): z.output<typeof Capabilities> {
   const shells = ["bash", "zsh", "sh"].filter((s) => onPath(s));
+  const boundary = c.agents.boundary();
   return {
     version: c.version,
     platform: `${Deno.build.os}-${Deno.build.arch}`,
@@ -304,8 +305,12 @@ function capabilities(c: ToolContext): z.output<typeof Capabilities> {
       policy: true,
       linear_time_patterns: true,
       missions: c.missions !== undefined,
+      exec_gate: boundary.exec_gate.active,
+      control_plane_hidden: boundary.hiding.active,
+      kill_by_cgroup: boundary.cgroup.active,
     },
     agent: c.agent,
+    boundary,
   };
 }
 

@@ -102,6 +102,7 @@ export class EvidenceChecks {
       checked_at: iso(this.#clock.now()),
     };
     if (job.exitCode !== undefined) ev.exit_code = job.exitCode;
+    if (job.exitSource !== undefined) ev.exit_source = job.exitSource;
     if (job.signal !== undefined) ev.signal = job.signal;
     if (job.cwd !== undefined) ev.cwd = job.cwd;
     if (job.endedAt !== undefined) ev.ended_at = iso(job.endedAt);

@@ -158,7 +158,7 @@ export function renderMarkdown(ev: Evidence): string {
   out.push("## Outcome", "");
   out.push(
     `- Status: **${ev.outcome.status}**`,
-    `- Verified by runtime: ${r.verified_steps} of ${r.progress.total} steps (a job in a mission session that exited 0)`,
+    `- Verified by runtime: ${r.verified_steps} of ${r.progress.total} steps (a job in a mission session that exited 0, its exit status reported by the kernel to the daemon)`,
     `- Claimed only (skipped or unverified): ${r.claimed_only_steps}`,
     `- Steps: ${r.progress.passed} passed, ${r.progress.failed} failed, ${r.progress.skipped} skipped, ${r.progress.running} running, ${r.progress.pending} pending`,
   );
@@ -169,6 +169,8 @@ export function renderMarkdown(ev: Evidence): string {
   for (const s of ev.plan) {
     const mark = s.verified
       ? "verified by runtime"
+      : s.status === "passed" && s.evidence
+      ? "job attached, not verified (its exit status came from the shell's marker)"
       : s.status === "passed" || s.status === "skipped"
       ? "claimed by agent"
       : s.evidence

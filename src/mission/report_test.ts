@@ -36,6 +36,7 @@ const evidence = {
   output_bytes: 3,
   output_sha256: "b".repeat(64),
   checked_at: new Date(T0 + 2000).toISOString(),
+  exit_source: "kernel",
 };
 
 const steps: StepRow[] = [
@@ -138,6 +139,14 @@ Deno.test("the report keeps the agent's words quoted and apart from what the run
     renderMarkdown(buildEvidence(mission, { steps, sessions: [], records }, T0 + 9000)),
     md,
   );
+});
+
+Deno.test("a passed step whose exit status came from the shell's marker is not verified", () => {
+  const shell: StepRow[] = [{ ...steps[0]!, evidence: { ...evidence, exit_source: "shell" } }];
+  const ev = buildEvidence(mission, { steps: shell, sessions: [], records: [] }, T0);
+  assert.equal(ev.plan[0]!.verified, false);
+  assert.equal(ev.outcome.runtime.verified_steps, 0);
+  assert.match(renderMarkdown(ev), /job attached, not verified/);
 });
 
 Deno.test("a passed step without runtime evidence is never shown as verified", () => {

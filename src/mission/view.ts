@@ -37,7 +37,8 @@ export function stepView(s: StepRow): StepView {
     index: s.idx,
     text: s.text,
     status: s.status,
-    verified: s.status === "passed" && s.evidence !== null,
+    verified: s.status === "passed" && s.evidence !== null &&
+      (s.evidence as { exit_source?: string }).exit_source === "kernel",
     updated_at: iso(s.updated_at),
   };
   if (s.job_id !== null) v.job_id = s.job_id;

@@ -106,6 +106,13 @@ export const JobEvidence = z.object({
   /** SHA-256 of the job's whole recorded (cleaned, redacted) output; null if not recorded. */
   output_sha256: z.string().nullable(),
   approval: ApprovalEvidence.optional(),
+  /**
+   * Where the exit status came from: `kernel` — the daemon's own waitpid of the program it
+   * spawned (an argv job run with `mode: "background"` in the mission's session); `shell` — the
+   * marker an interactive shell printed, which the job's own output could imitate. Only `kernel`
+   * makes a step verified.
+   */
+  exit_source: z.enum(["kernel", "shell"]).optional(),
   /** When the runtime checked the job (the step was marked). */
   checked_at: Iso,
 });
@@ -117,7 +124,10 @@ export const StepView = z.object({
   text: z.string(),
   status: z.enum(STEP_STATUSES),
   job_id: z.string().optional(),
-  /** True only for a passed step whose job the runtime checked (exited 0 in a mission session). */
+  /**
+   * True only for a passed step whose job the runtime checked (exited 0 in a mission session)
+   * with an exit status the kernel reported to the daemon (`evidence.exit_source: "kernel"`).
+   */
   verified: z.boolean(),
   note: z.string().optional(),
   evidence: JobEvidence.optional(),

@@ -119,4 +119,4 @@ export {
   StopInput,
   StopResult,
 } from "./operator.ts";
-export { Capabilities, CapabilitiesInput, Empty } from "./server.ts";
+export { Boundary, Capabilities, CapabilitiesInput, Empty } from "./server.ts";

@@ -3,6 +3,27 @@ import { z } from "zod";
 
 export const CapabilitiesInput = z.strictObject({});
 
+const Feature = z.object({ active: z.boolean(), reason: z.string().optional() });
+
+/**
+ * The kernel boundary around sessions on this machine (docs/SECURITY.md): what holds, and why
+ * not where something does not.
+ */
+export const Boundary = z.object({
+  mode: z.enum(["required", "auto", "off"]),
+  /** Every exec of every session process is decided by the policy (seccomp notification). */
+  exec_gate: Feature,
+  /** The control plane's files are out of reach: `mounts` or `landlock` (see SECURITY.md). */
+  hiding: Feature.extend({ how: z.enum(["mounts", "landlock"]).optional() }),
+  /** Signals, ptrace and abstract sockets stay inside the session (Landlock scoping). */
+  landlock: Feature.extend({ abi: z.number().int() }),
+  /** Each session and one-shot job has its own cgroup: kill ends all of it. */
+  cgroup: Feature,
+  /** Orphans of sessions are re-parented to the daemon (PR_SET_CHILD_SUBREAPER). */
+  subreaper: z.boolean(),
+});
+export type Boundary = z.infer<typeof Boundary>;
+
 export const Capabilities = z.object({
   version: z.string(),
   platform: z.string(),
@@ -14,6 +35,7 @@ export const Capabilities = z.object({
   features: z.record(z.string(), z.boolean()),
   /** The caller's agent id. */
   agent: z.string(),
+  boundary: Boundary,
 });
 export type Capabilities = z.infer<typeof Capabilities>;
 

@@ -125,6 +125,14 @@ export const LIBC_LINUX = {
   signal: { parameters: ["i32", "pointer"], result: "pointer" },
   // int sigprocmask(int how, const sigset_t *set, sigset_t *old);
   sigprocmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  // int usleep(useconds_t usec);  (the exec gate's short wait for an exec to finish)
+  usleep: { parameters: ["u32"], result: "i32" },
+  // char *realpath(const char *path, char *resolved);  (resolved: PATH_MAX bytes)
+  realpath: { parameters: ["buffer", "buffer"], result: "pointer" },
+  // int clearenv(void);
+  clearenv: { parameters: [], result: "i32" },
+  // void *memset(void *s, int c, size_t n);
+  memset: { parameters: ["pointer", "i32", "usize"], result: "pointer" },
   // int unshare(int flags);
   unshare: { parameters: ["i32"], result: "i32" },
   // int mount(const char *src, const char *target, const char *fstype, unsigned long flags,
@@ -208,6 +216,9 @@ export const LINUX = {
   PR_SET_NO_NEW_PRIVS: 38,
   PR_GET_NO_NEW_PRIVS: 39,
   PR_SET_CHILD_SUBREAPER: 36,
+  PR_SET_DUMPABLE: 4,
+  PR_CAPBSET_DROP: 24,
+  CAP_SYS_PTRACE: 19,
   PR_GET_CHILD_SUBREAPER: 37,
   /** struct stat (glibc x86_64): st_dev 0, st_ino 8, st_mode 24 (u32), st_size 48, st_mtim 88. */
   SIZEOF_STAT: 144,

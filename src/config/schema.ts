@@ -361,6 +361,8 @@ export function controlPlanePaths(paths: TermadaPaths): string[] {
   for (const p of [paths.configFile, paths.socketPath, paths.mcpSocketPath, paths.tokenFile]) {
     out.add(own(p) ? dirname(p) : p);
   }
+  // The socket key proves "outside every session": hidden wherever the socket lives.
+  if (!own(paths.mcpSocketPath)) out.add(`${paths.mcpSocketPath}.key`);
   return [...out];
 }
 

@@ -106,8 +106,9 @@ export class Control {
       graceMs: o.reapAfterMs === undefined ? 300_000 : o.reapAfterMs,
     });
     engine.registry.archive = this.#trail.archive();
-    engine.guardExec((ev, ctx) =>
-      this.#gateway.admitProgram(ev, ctx, (job, c) => this.#approvals.askExec(job, c))
+    engine.guardExec(
+      (ev, ctx) => this.#gateway.admitProgram(ev, ctx, (job, c) => this.#approvals.askExec(job, c)),
+      (ev, ctx, found) => this.#gateway.programRaced(ev, ctx, found),
     );
     engine.observe({
       jobCreated: (job) => {
@@ -118,6 +119,17 @@ export class Control {
       sessionClosed: (s, reason) => this.#trail.sessionClosed(s, reason),
     });
     this.#trail.pruneOrphanSpools();
+  }
+
+  /** The exec gate's counters and decision latency (bench, diagnostics). */
+  execGateStats(): {
+    decisions: number;
+    allowed: number;
+    denied: number;
+    p50Us: number;
+    p99Us: number;
+  } {
+    return this.#engine.sandbox.gateStats();
   }
 
   /** Jobs waiting for an operator (missions show theirs). */

@@ -14,6 +14,8 @@ import type { Trail } from "./trail.ts";
 /** What the policy says (src/policy's Decision satisfies it). */
 export interface PolicyVerdict {
   action: "allow" | "deny" | "confirm";
+  /** At exec: the answer depended on what the program is (rules exist): verify it after exec. */
+  verify?: boolean;
   reason: string;
   rule?: { list: string; pattern: string };
   opaque?: boolean;
@@ -26,8 +28,14 @@ export interface ExecFacts {
   argv: readonly string[];
   /** SHA-256 of the file's content, when it could be read. */
   sha256?: string;
-  /** A `#!` script's interpreter. */
+  /** A `#!` script's interpreter (the last of `chain`). */
   interpreter?: { path: string; arg?: string; sha256?: string };
+  /** Every `#!` level, outermost first. */
+  chain?: { path: string; arg?: string; sha256?: string }[];
+  /** The program the dynamic loader runs, when the loader itself is exec'd. */
+  loads?: { path: string; argv: readonly string[]; sha256?: string };
+  /** The file could not be identified (unreadable, vanished): its content is unknown. */
+  unknown?: boolean;
 }
 
 export interface PolicyPort {
@@ -156,10 +164,26 @@ export class Gateway {
     ask: (job: Job, confirm: ProgramConfirm) => Promise<boolean>,
   ): ExecAnswer | Promise<ExecAnswer> {
     const job = ctx.job();
+    const lvl = (i: { path: string; arg?: string; identity?: { sha256: string } }) => ({
+      path: i.path,
+      ...(i.arg ? { arg: i.arg } : {}),
+      ...(i.identity ? { sha256: i.identity.sha256 } : {}),
+    });
     const facts: ExecFacts = {
       path: ev.path,
       argv: ev.argv,
       ...(ev.identity ? { sha256: ev.identity.sha256 } : {}),
+      ...(ev.unreadable ? { unknown: true } : {}),
+      ...(ev.chain ? { chain: ev.chain.map(lvl) } : {}),
+      ...(ev.loads
+        ? {
+          loads: {
+            path: ev.loads.path,
+            argv: ev.loads.argv,
+            ...(ev.loads.identity ? { sha256: ev.loads.identity.sha256 } : {}),
+          },
+        }
+        : {}),
       ...(ev.interpreter
         ? {
           interpreter: {
@@ -176,13 +200,13 @@ export class Gateway {
     } else {
       d = this.#o.policy.decideExec?.(ctx.owner, facts) ??
         { action: "allow", reason: "no exec policy" };
-      if (d.action === "allow" && ev.truncated && this.#o.policy.decideExec) {
+      if (d.action === "allow" && ev.truncated && d.verify) {
         d = { action: "deny", reason: "argv too long to check at exec (fail closed)" };
       }
     }
-    if (d.action === "allow") return { allow: true };
+    if (d.action === "allow") return { allow: true, verify: d.verify === true };
     // An operator already approved this job's command: its confirm covers what it runs.
-    if (d.action === "confirm" && job?.approved) return { allow: true };
+    if (d.action === "confirm" && job?.approved) return { allow: true, verify: true };
     const program = shortArgv(ev.argv);
     const blocked = (reason: string): ExecAnswer => {
       const decision = decisionRecord({ ...d, action: "deny", reason });
@@ -214,7 +238,32 @@ export class Gateway {
       decision: decisionRecord(d),
       ...(d.rule ? { rule: d.rule.pattern } : {}),
       reason: d.reason,
-    }).then((ok) => ok ? { allow: true } : blocked(`${d.reason}: not approved`));
+    }).then((ok) => ok ? { allow: true, verify: true } : blocked(`${d.reason}: not approved`));
+  }
+
+  /**
+   * An exec the gate allowed ran something else by the time the kernel did it (a second thread
+   * rewrote its path or argv, or the file was swapped): the gate killed it before its first
+   * instruction. Recorded as a denial and named in the job's result.
+   */
+  programRaced(ev: ExecEvent, ctx: ExecContext, found: string): void {
+    const job = ctx.job();
+    const reason = `killed at exec: ${found} (a race against the exec gate)`;
+    this.#o.trail.execDenied(
+      ctx.owner,
+      {
+        ...(job ? { job_id: job.id } : {}),
+        session_id: ctx.sessionId,
+      },
+      { pid: ev.pid, path: ev.path, argv: shortArgv(ev.argv) },
+      { action: "deny", reason },
+    );
+    job?.noteBlocked({
+      program: ev.argv[0] ?? ev.path,
+      path: ev.path,
+      argv: shortArgv(ev.argv),
+      reason,
+    });
   }
 
   /** The gate for a new session: no shell starts under the barrier or without an audit log. */

@@ -172,6 +172,8 @@ export class Daemon {
       cleanups.push(() => audit.close());
       const bus = new EventBus(1000);
       const settings = engineOptionsFrom(config, paths);
+      // Known once the engine detected the kernel's features (the policy asks per decision).
+      const gate = { active: false };
       const control = new Control({
         engine: {
           ...settings,
@@ -184,7 +186,10 @@ export class Daemon {
         store,
         audit,
         bus,
-        policy: policyPort(config),
+        policy: policyPort(config, {
+          PATH: options.env.PATH,
+          execGate: () => gate.active,
+        }),
         spoolDir: paths.spoolDir,
         spoolMaxBytes: config.jobs.spool_max_bytes,
         finishedPerAgent: config.jobs.finished_per_agent,
@@ -192,6 +197,7 @@ export class Daemon {
         reapAfterMs: config.sessions.reap_after_ms,
       });
       cleanups.push(() => control.shutdown());
+      gate.active = control.agents.boundary().exec_gate.active;
       const recorder = control.recorder;
       recorder.record(SYSTEM, "config.loaded", {
         source: loaded.source,
@@ -441,7 +447,7 @@ export function boundaryLine(b: Boundary): string {
 
 /**
  * Kernel features to treat as absent, from `TERMADA_SIMULATE_MISSING=seccomp,landlock,cgroup,
- * mounts` (tests and `doctor` check the degraded paths this way). It can only weaken the
+ * mounts` (tests check the degraded paths this way). It can only weaken the
  * boundary, it is logged, and capabilities say so.
  */
 function injectedMissing(env: Record<string, string | undefined>): Feature[] {

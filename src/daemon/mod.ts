@@ -5,3 +5,4 @@
  */
 export { Daemon, type DaemonOptions, type SetupInfo } from "./daemon.ts";
 export { type DaemonInfo, readDaemonInfo } from "./lock.ts";
+export { policyPort } from "./policy_port.ts";

@@ -53,10 +53,21 @@ function identityIndex(
   return index;
 }
 
+export interface PolicyPortOptions {
+  /** PATH to find the programs rules name (default: the daemon's). */
+  PATH?: string;
+  /**
+   * Whether an exec gate checks every program of a session (then a shell or interpreter running
+   * a program file is allowed by the static layer: its programs are decided at exec).
+   */
+  execGate?: () => boolean;
+}
+
 export function policyPort(
   config: Config,
-  env: { PATH?: string } = { PATH: Deno.env.get("PATH") },
+  env: PolicyPortOptions = { PATH: Deno.env.get("PATH") },
 ): PolicyPort {
+  const gated = () => env.execGate?.() ?? false;
   // Keyed by the rules object (one per configured policy), not by agent: dev-mode agent names
   // are unbounded, policies are not.
   const compiled = new WeakMap<object, ReturnType<typeof compilePolicy>>();
@@ -92,8 +103,9 @@ export function policyPort(
     return [...names];
   };
   return {
-    decide: (agent, command, env) => decide(command, rulesOf(agent), { env }),
-    decideLine: (agent, line) => decideLine(line, rulesOf(agent)),
+    decide: (agent, command, vars) =>
+      decide(command, rulesOf(agent), { env: vars, execGate: gated() }),
+    decideLine: (agent, line) => decideLine(line, rulesOf(agent), { execGate: gated() }),
     autoAnswer: (agent, prompt) =>
       rulesOf(agent).autoAnswer.find((a) => a.prompt.test(prompt))?.answer,
     decideExec: (agent: string, exec: ExecFacts) => {
@@ -109,14 +121,35 @@ export function policyPort(
         names: namesOf(idx, exec.path, exec.argv[0], exec.sha256),
         args: exec.argv.slice(1),
       }];
-      if (exec.interpreter) {
-        const i = exec.interpreter;
+      // Each `#!` level runs as `<interpreter> [arg] <the file below it> args…`.
+      let below = exec.path;
+      let rest = exec.argv.slice(1);
+      for (const i of exec.chain ?? (exec.interpreter ? [exec.interpreter] : [])) {
+        rest = [below, ...rest];
         subjects.push({
           names: namesOf(idx, i.path, undefined, i.sha256),
-          args: [...(i.arg ? [i.arg] : []), exec.path, ...exec.argv.slice(1)],
+          args: [...(i.arg ? [i.arg] : []), ...rest],
+        });
+        below = i.path;
+      }
+      if (exec.loads) {
+        subjects.push({
+          names: namesOf(idx, exec.loads.path, exec.loads.argv[0], exec.loads.sha256),
+          args: exec.loads.argv.slice(1),
         });
       }
-      return decideExec(subjects, c);
+      const d = decideExec(subjects, c);
+      if (d.action === "allow" && exec.unknown && exec.path !== "") {
+        // Nothing to identify it by (unreadable or gone): fail closed when rules exist. A path
+        // that does not exist fails in the kernel anyway (ENOENT), denied or not.
+        return {
+          ...d,
+          action: "deny",
+          reason: `denied at exec: "${exec.path}" cannot be read to tell what it is`,
+          verify: true,
+        };
+      }
+      return { ...d, verify: true };
     },
   };
 }

@@ -104,6 +104,7 @@ export class Engine {
   #observers: EngineObservers = {};
   #closed = false;
   #execPolicy: ExecPolicy = () => ({ allow: true });
+  #execRace: (ev: ExecEvent, ctx: ExecContext, found: string) => void = () => {};
   readonly sandbox: Sandbox<ExecContext>;
 
   constructor(options: EngineOptions) {
@@ -121,6 +122,7 @@ export class Engine {
       missing: options.sandbox?.missing,
       subreaper: options.sandbox?.subreaper,
       decide: (ev, ctx) => this.#execPolicy(ev, ctx),
+      onRace: (ev, ctx, found) => this.#execRace(ev, ctx, found),
     });
     this.registry = new Registry(this.limits, this.clock);
     this.reads = new JobReader(this.clock, this.output);
@@ -145,8 +147,12 @@ export class Engine {
   }
 
   /** Sets what decides each exec of a session's processes (once, by control). */
-  guardExec(policy: ExecPolicy): void {
+  guardExec(
+    policy: ExecPolicy,
+    onRace?: (ev: ExecEvent, ctx: ExecContext, found: string) => void,
+  ): void {
     this.#execPolicy = policy;
+    if (onRace) this.#execRace = onRace;
   }
 
   /** What the boundary enforces on this machine (capabilities, dashboard, start log). */

@@ -184,8 +184,10 @@ export class JobLifecycle {
     const grace = graceMs ?? this.#o.killGraceMs;
     if (job.final) {
       // Ended, but children it left running (nohup, setsid, `&`) are still its own: end them.
-      if (job.processes && job.processes.list().length > 0) {
-        job.survivors = (await job.processes.end(grace)).survivors;
+      if (job.processes) {
+        job.survivors = job.processes.list().length > 0
+          ? (await job.processes.end(grace)).survivors
+          : [];
       }
       return;
     }

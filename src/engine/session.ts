@@ -353,6 +353,8 @@ export class Session {
         log.warn("could not end a session's processes", { session: this.id, error: err });
         return undefined;
       });
+      // The job the close killed reports what could not be ended, like a kill does.
+      if (job) job.survivors = end ? end.survivors.map((s) => ({ ...s })) : undefined;
       if (end && end.survivors.length > 0) {
         log.warn("processes survived a session close", {
           session: this.id,

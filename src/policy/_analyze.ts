@@ -80,6 +80,12 @@ export interface Analysis {
   commands: FoundCommand[];
   /** Why some of what runs cannot be known; empty when everything is known. */
   opaque: string[];
+  /**
+   * Programs read from files by a shell or interpreter (`bash x.sh`, `python3 x.py`, `sh < f`,
+   * `bash /dev/stdin`): what they run is only known by running them. Opaque unless an exec gate
+   * checks every program they start (DecideOptions.execGate).
+   */
+  programFiles: string[];
 }
 
 type Stdin =
@@ -179,11 +185,19 @@ const SAFE_PARAM_OPERATORS = /^[QEAaKkUuL]$/;
 class Analyzer {
   readonly commands: FoundCommand[] = [];
   readonly opaque: string[] = [];
+  readonly programFiles: string[] = [];
   #count = 0;
   #full = false;
 
   flag(reason: string): void {
     if (this.opaque.length < 8 && !this.opaque.includes(reason)) this.opaque.push(reason);
+  }
+
+  /** A shell or interpreter runs a program file (see Analysis.programFiles). */
+  programFile(reason: string): void {
+    if (this.programFiles.length < 8 && !this.programFiles.includes(reason)) {
+      this.programFiles.push(reason);
+    }
   }
 
   /** Parses and checks shell source at a nesting depth. */
@@ -698,6 +712,8 @@ class Analyzer {
       case "file":
         if (use.path.literal === undefined) {
           this.flag(`"${name}" runs a program file only known at run time ("${use.path.display}")`);
+        } else {
+          this.programFile(`"${name}" runs the program in file "${clip(use.path.literal)}"`);
         }
         return;
       case "opaque":
@@ -707,8 +723,9 @@ class Analyzer {
       case "stdin":
         switch (ctx.stdin.kind) {
           case "tty": // interactive: what is typed next is checked as it is typed
-          case "file": // a program file, like `bash script.sh`
             return;
+          case "file": // a program file, like `sh < script.sh`
+            return this.programFile(`"${name}" runs the program its input file holds`);
           case "pipe":
             return this.flag(`"${name}" reads the program it runs from its input`);
           case "text":

@@ -56,7 +56,9 @@ function check(cases: Case[]): void {
   const failures: string[] = [];
   for (const [command, rules, expected] of cases) {
     const argv = typeof command === "string" ? [command] : command;
-    const d = decide(argv, RULES[rules]);
+    // As a daemon with the exec gate decides (the default on Linux); the case without it is
+    // below: program files are then opaque.
+    const d = decide(argv, RULES[rules], { execGate: true });
     if (d.action !== expected) {
       failures.push(
         `${
@@ -466,4 +468,29 @@ Deno.test("corpus: no bypass gets through", () => check(BYPASSES));
 Deno.test("corpus: the corpus is large enough", () => {
   const n = ALLOWED.length + DENIED_AND_CONFIRMED.length + ALLOW_LISTS.length + BYPASSES.length;
   assert.ok(n >= 150, `only ${n} cases`);
+});
+
+Deno.test("without an exec gate, a program file given to a shell or interpreter is opaque", () => {
+  const rules = RULES.deny;
+  for (
+    const c of [
+      ["bash script.sh"],
+      ["bash", "script.sh"],
+      ["python3 x.py"],
+      ["perl -l script.pl"],
+      ["sh < x.sh"],
+      ["bash /dev/stdin"],
+      ["bash /proc/self/fd/0"],
+      ["node x.js"],
+    ]
+  ) {
+    const d = decide(c, rules);
+    assert.equal(d.action, "deny", `${JSON.stringify(c)}: ${d.reason}`);
+    assert.equal(d.opaque, true);
+    assert.match(d.reason, /no exec gate/);
+    // With the gate, what the file runs is decided at each exec instead.
+    assert.equal(decide(c, rules, { execGate: true }).action, "allow", JSON.stringify(c));
+  }
+  // A policy without rules still allows everything.
+  assert.equal(decide(["bash script.sh"], { allow: [], deny: [], confirm: [] }).action, "allow");
 });

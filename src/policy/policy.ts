@@ -90,6 +90,12 @@ function compiledFor(policy: PolicyRules | CompiledPolicy): CompiledPolicy {
 
 export interface DecideOptions {
   /**
+   * An exec gate checks every program this command starts (src/sandbox): a shell or interpreter
+   * running a program file is then allowed here (what it runs is decided at each exec);
+   * without one, such a file is opaque and denied by a policy with rules.
+   */
+  execGate?: boolean;
+  /**
    * Environment the engine sets for this command (`exec_run`'s `env`): listed in the decision's
    * assignments, and opaque where it makes the shell or the loader run code (`LD_PRELOAD`, …).
    */
@@ -106,7 +112,7 @@ export function decide(
   options: DecideOptions = {},
 ): Decision {
   const analysis = command.length === 1 ? analyzeLine(command[0]!) : analyzeArgv(command);
-  return judge(withEnv(analysis, options.env), compiledFor(policy));
+  return judge(gateFiles(withEnv(analysis, options.env), options), compiledFor(policy));
 }
 
 function withEnv(analysis: Analysis, env: DecideOptions["env"]): Analysis {
@@ -123,7 +129,16 @@ export function decideLine(
   policy: PolicyRules | CompiledPolicy,
   options: DecideOptions = {},
 ): Decision {
-  return judge(withEnv(analyzeLine(line), options.env), compiledFor(policy));
+  return judge(gateFiles(withEnv(analyzeLine(line), options.env), options), compiledFor(policy));
+}
+
+/** Program files count as opaque unless an exec gate will check what they run. */
+function gateFiles(analysis: Analysis, options: DecideOptions): Analysis {
+  if (options.execGate || analysis.programFiles.length === 0) return analysis;
+  for (const r of analysis.programFiles) {
+    if (analysis.opaque.length < 8) analysis.opaque.push(`${r} (no exec gate checks what it runs)`);
+  }
+  return analysis;
 }
 
 function judge(analysis: Analysis, policy: CompiledPolicy): Decision {

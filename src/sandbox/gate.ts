@@ -12,9 +12,9 @@
  * 4096 bytes, argv of 4096 strings / 256 KiB in all (what is cut is flagged `truncated`).
  */
 import { LINUX, syscalls } from "../../ffi/mod.ts";
-import { cstr, errno, type Poller, sharedPoller, sys } from "../pty/mod.ts";
+import { cstr, errno, type Poller, procStat, readProcFile, sharedPoller, sys } from "../pty/mod.ts";
 import { logger } from "../shared/mod.ts";
-import { type FileIdentity, fileIdentity, shebang } from "./identity.ts";
+import { type FileIdentity, fileIdentity, shebang, statId } from "./identity.ts";
 import { Listener, type Notification } from "./seccomp.ts";
 
 const log = logger("sandbox");
@@ -39,13 +39,40 @@ export interface ExecEvent {
   /** argv was longer than GATE_LIMITS and was cut. */
   truncated: boolean;
   identity: FileIdentity | undefined;
-  /** For a `#!` script: the interpreter the kernel will run, with its identity. */
-  interpreter?: { path: string; arg?: string; identity: FileIdentity | undefined };
+  /**
+   * For a `#!` script: the interpreter the kernel will really run (the end of the chain), with
+   * its identity; `chain` has every level, outermost first (the kernel follows up to 4).
+   */
+  interpreter?: Interpreter;
+  chain?: Interpreter[];
+  /** The file exists but could not be read (so its content is unknown). */
+  unreadable?: boolean;
+  /** The dynamic loader run as a program (`ld-linux.so /usr/bin/x …`): the program it loads. */
+  loads?: { path: string; argv: string[]; identity: FileIdentity | undefined };
   /** The first exec of this listener (the launcher starting the session's program). */
   first: boolean;
 }
 
-export type ExecAnswer = { allow: true } | { allow: false; errno?: number };
+/**
+ * `verify`: the decision depended on what the program is (the policy has rules), so the gate
+ * checks after the exec that the kernel ran that very file and argv (see ExecGate).
+ */
+export interface Interpreter {
+  path: string;
+  arg?: string;
+  identity: FileIdentity | undefined;
+}
+
+export type ExecAnswer = { allow: true; verify?: boolean } | { allow: false; errno?: number };
+
+/** Where a verified exec waits frozen, and where it goes back to (the session's cgroup). */
+export interface ExecHold {
+  hold: { addPid(pid: number): void; frozen(): boolean };
+  home: { addPid(pid: number): void };
+}
+
+/** What the gate tells its owner when an exec was not what was allowed (it killed it). */
+export type RaceReport<C> = (ev: ExecEvent, ctx: C, found: string) => void;
 
 export type ExecDecider<C> = (ev: ExecEvent, ctx: C) => ExecAnswer | Promise<ExecAnswer>;
 
@@ -73,9 +100,14 @@ class Attached<C> {
   }
 }
 
+/** Longest wait for an allowed exec to reach its first instruction before it is verified. */
+export const VERIFY_WAIT_MS = 50;
+
 export class ExecGate<C> {
   readonly #decide: ExecDecider<C>;
   readonly #poller: Poller;
+  readonly #holdOf: ((ctx: C) => ExecHold | undefined) | undefined;
+  readonly #onRace: RaceReport<C> | undefined;
   readonly #attached = new Map<number, Attached<C>>();
   #samples = new Float64Array(SAMPLES);
   #sampleCount = 0;
@@ -83,9 +115,19 @@ export class ExecGate<C> {
   #allowed = 0;
   #denied = 0;
 
-  constructor(decide: ExecDecider<C>, poller: Poller = sharedPoller()) {
+  constructor(
+    decide: ExecDecider<C>,
+    options: {
+      poller?: Poller;
+      /** Cgroups to hold a verified exec in (none: allowed execs are not verified). */
+      holdOf?: (ctx: C) => ExecHold | undefined;
+      onRace?: RaceReport<C>;
+    } = {},
+  ) {
     this.#decide = decide;
-    this.#poller = poller;
+    this.#poller = options.poller ?? sharedPoller();
+    this.#holdOf = options.holdOf;
+    this.#onRace = options.onRace;
   }
 
   /** Starts answering the notifications of one listener fd (the gate owns and closes it). */
@@ -112,6 +154,56 @@ export class ExecGate<C> {
       p50Us: Math.round(q(0.5) * 1000 * 10) / 10,
       p99Us: Math.round(q(0.99) * 1000 * 10) / 10,
     };
+  }
+
+  /**
+   * The kernel reads the path and argv again after we answered, and a second thread of the
+   * target (or a process sharing its memory) could rewrite them, or the file at the path could
+   * be swapped, in between (the seccomp_unotify pointer race). So: the process waits in a frozen
+   * cgroup, is let go into execve, and is checked when it reaches its first instruction (frozen,
+   * it runs none): the file it now runs must be the one allowed (or, for a script, its
+   * interpreter), its argv the one allowed. Otherwise it is killed before it ran anything, and
+   * reported. A failed exec (same image as before) is let go.
+   */
+  #allowVerified(a: Attached<C>, n: Notification, ev: ExecEvent, hold: ExecHold): void {
+    const tgid = tgidOf(n.pid) ?? n.pid;
+    // A new image has a new stack: how a successful exec is told from a failed one.
+    const before = stackStart(tgid);
+    try {
+      hold.hold.addPid(tgid);
+    } catch {
+      a.listener.allow(n.id); // it exited meanwhile, or the cgroup went away
+      return;
+    }
+    a.listener.allow(n.id);
+    const deadline = performance.now() + VERIFY_WAIT_MS;
+    let frozen = false;
+    while (!(frozen = hold.hold.frozen()) && performance.now() < deadline) {
+      if (!procStat(tgid)) return; // gone (killed or exited): nothing to check
+      // Yield the CPU to the exec under way (2 cores here: spinning would slow it down).
+      sys().usleep(10);
+    }
+    let found: string | undefined;
+    if (!frozen) found = "the exec did not reach its first instruction in time to be checked";
+    else if (stackStart(tgid) !== before) {
+      // It exec'd (a failed exec keeps its image and is simply let go).
+      const now = statId(`/proc/${tgid}/exe`);
+      const want = ev.interpreter ? ev.interpreter.identity : ev.identity;
+      if (!now || !want || now.dev !== want.dev || now.ino !== want.ino) {
+        found = `it runs another file than the one checked (${ev.path})`;
+      } else if (!ev.interpreter && !sameArgv(tgid, ev.argv, ev.truncated)) {
+        found = "its argv changed after it was checked";
+      }
+    }
+    if (found !== undefined) {
+      sys().kill(tgid, 9);
+      this.#onRace?.(ev, a.ctx, found);
+    }
+    try {
+      hold.home.addPid(tgid);
+    } catch {
+      // killed and gone, or exited: nothing to move back
+    }
   }
 
   #detach(a: Attached<C>): void {
@@ -171,16 +263,24 @@ export class ExecGate<C> {
         return { allow: false } as ExecAnswer;
       }).then((ans) => {
         a.pending--;
-        if (!a.closed) this.#answer(a, n, ans, undefined);
+        if (!a.closed) this.#answer(a, n, ans, undefined, ev);
       });
       return;
     }
-    this.#answer(a, n, answer, t0);
+    this.#answer(a, n, answer, t0, ev);
   }
 
-  #answer(a: Attached<C>, n: Notification, ans: ExecAnswer, t0: number | undefined): void {
+  #answer(
+    a: Attached<C>,
+    n: Notification,
+    ans: ExecAnswer,
+    t0: number | undefined,
+    ev?: ExecEvent,
+  ): void {
     if (ans.allow) {
-      a.listener.allow(n.id);
+      const hold = ans.verify && ev && mayRace(n.pid, ev) ? this.#holdOf?.(a.ctx) : undefined;
+      if (hold && ev) this.#allowVerified(a, n, ev, hold);
+      else a.listener.allow(n.id);
       this.#allowed++;
     } else {
       a.listener.deny(n.id, ans.errno ?? LINUX.EACCES);
@@ -286,24 +386,180 @@ export function readExec(n: Notification, first: boolean): ExecEvent {
     let resolved: string;
     if (path === "" && (flags & AT_EMPTY_PATH) && dirfd >= 0) {
       resolved = `/proc/${n.pid}/fd/${dirfd}`;
-    } else if (path.startsWith("/")) resolved = `/proc/${n.pid}/root${path}`;
-    else if (dirfd === AT_FDCWD) resolved = `/proc/${n.pid}/cwd/${path}`;
+    } else if (dirfd === AT_FDCWD || path.startsWith("/")) resolved = inTarget(n.pid, path);
     else resolved = `/proc/${n.pid}/fd/${dirfd}/${path}`;
     const identity = fileIdentity(resolved);
     const ev: ExecEvent = { pid: n.pid, path, resolved, argv, truncated, identity, first };
-    const bang = identity ? shebang(identity.head) : undefined;
-    if (bang) {
-      const ipath = bang.interpreter.startsWith("/")
-        ? `/proc/${n.pid}/root${bang.interpreter}`
-        : `/proc/${n.pid}/cwd/${bang.interpreter}`;
-      ev.interpreter = {
+    if (!identity && statId(resolved) !== undefined) ev.unreadable = true;
+    // The kernel follows `#!` up to 4 levels (BINPRM_MAX_RECURSION): so does the gate.
+    let head = identity?.head;
+    for (let level = 0; level < 5 && head; level++) {
+      const bang = shebang(head);
+      if (!bang) break;
+      if (level === 4) {
+        ev.identity = undefined; // deeper than the kernel goes: it will fail (ELOOP); unknown
+        break;
+      }
+      const interp: Interpreter = {
         path: bang.interpreter,
         ...(bang.arg ? { arg: bang.arg } : {}),
-        identity: fileIdentity(ipath),
+        identity: fileIdentity(inTarget(n.pid, bang.interpreter)),
       };
+      (ev.chain ??= []).push(interp);
+      ev.interpreter = interp;
+      head = interp.identity?.head;
+    }
+    const loaderOf = ev.interpreter?.identity ?? identity;
+    if (loaderOf && isLoader(ev.interpreter?.path ?? path)) {
+      const prog = loadedProgram(argv);
+      if (prog) {
+        ev.loads = { ...prog, identity: fileIdentity(inTarget(n.pid, prog.path)) };
+      }
     }
     return ev;
   } finally {
     libc.close(mem);
   }
+}
+
+function tgidOf(pid: number): number | undefined {
+  const m = /\nTgid:\s*(\d+)/.exec(readProcFile(`/proc/${pid}/status`) ?? "");
+  return m ? Number(m[1]) : undefined;
+}
+
+/** The new image's argv (/proc/<pid>/cmdline, first 16 KiB) against what was allowed. */
+function sameArgv(pid: number, argv: readonly string[], truncated: boolean): boolean {
+  const text = readProcFile(`/proc/${pid}/cmdline`);
+  if (text === undefined) return false;
+  const want = argv.join("\0") + "\0";
+  if (text.length >= 16384 || truncated) return want.startsWith(text) || text.startsWith(want);
+  return text === want;
+}
+
+/** `startstack` of /proc/<pid>/stat (field 28): a fresh value after every successful exec. */
+function stackStart(pid: number): string | undefined {
+  const text = readProcFile(`/proc/${pid}/stat`);
+  if (text === undefined) return undefined;
+  return text.slice(text.lastIndexOf(")") + 2).split(" ")[25];
+}
+
+/**
+ * A path as the target sees it, in the daemon's view: through its root and cwd, and with the
+ * names that mean "myself" (`/proc/self`, `/proc/thread-self`, `/dev/fd`, `/dev/std*`) bound
+ * to the target, not the daemon.
+ */
+export function inTarget(pid: number, path: string): string {
+  const self = /^\/proc\/(?:self|thread-self)(\/.*)?$/.exec(path);
+  if (self) return `/proc/${pid}${self[1] ?? ""}`;
+  const fd = /^\/dev\/fd(\/.*)?$/.exec(path);
+  if (fd) return `/proc/${pid}/fd${fd[1] ?? ""}`;
+  const std = /^\/dev\/std(in|out|err)$/.exec(path);
+  if (std) return `/proc/${pid}/fd/${["in", "out", "err"].indexOf(std[1]!)}`;
+  if (path.startsWith("/")) return `/proc/${pid}/root${path}`;
+  return `/proc/${pid}/cwd/${path}`;
+}
+
+/** The dynamic loader run as a program: ld-linux*.so*, ld.so, ld64.so*, ld-musl-*.so*. */
+function isLoader(path: string): boolean {
+  const base = path.slice(path.lastIndexOf("/") + 1);
+  return /^(ld-linux[\w.-]*\.so[\d.]*|ld\.so[\d.]*|ld64\.so[\d.]*|ld-musl-[\w.-]*\.so[\d.]*)$/
+    .test(base);
+}
+
+/** Options of the loader that take a value (glibc ld.so). */
+const LOADER_VALUE_OPTIONS = new Set([
+  "--library-path",
+  "--preload",
+  "--audit",
+  "--argv0",
+  "--glibc-hwcaps-prepend",
+  "--glibc-hwcaps-mask",
+]);
+
+/** The program a loader invocation runs, and its argv as the program sees it. */
+function loadedProgram(argv: readonly string[]): { path: string; argv: string[] } | undefined {
+  for (let i = 1; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === "--") {
+      return i + 1 < argv.length ? { path: argv[i + 1]!, argv: argv.slice(i + 1) } : undefined;
+    }
+    if (LOADER_VALUE_OPTIONS.has(a)) {
+      i++;
+      continue;
+    }
+    if (a.startsWith("--")) continue;
+    return { path: a, argv: argv.slice(i) };
+  }
+  return undefined;
+}
+
+const KCMP_VM = 1;
+
+/**
+ * Whether what the kernel execs could differ from what was checked, so the exec must be
+ * verified: another thread of the target (or of a process sharing its memory, like the parent
+ * of a vfork child) could rewrite the path or argv, or the target's user could swap the file or
+ * a directory on its path (root can swap anything). A single-threaded process of an ordinary
+ * user exec'ing from directories it cannot write (the system's) cannot race: no check needed.
+ */
+export function mayRace(pid: number, ev: ExecEvent): boolean {
+  const status = readProcFile(`/proc/${pid}/status`);
+  if (status === undefined) return true;
+  const field = (name: string) => new RegExp(`\\n${name}:\\s*([^\\n]*)`).exec(status)?.[1] ?? "";
+  if (Number(field("Threads")) !== 1) return true;
+  const euid = Number(field("Uid").split(/\s+/)[1]);
+  if (!(euid > 0)) return true;
+  const ppid = Number(field("PPid"));
+  if (ppid > 1 && sharesMemory(pid, ppid)) {
+    const parent = readProcFile(`/proc/${ppid}/status`) ?? "";
+    if (Number(/\nThreads:\s*(\d+)/.exec(parent)?.[1] ?? "2") !== 1) return true;
+  }
+  const gids = new Set(
+    [field("Gid").split(/\s+/)[1], ...field("Groups").split(/\s+/)].filter(Boolean).map(Number),
+  );
+  const files = [ev.resolved, ...(ev.chain ?? []).map((i) => inTarget(pid, i.path))];
+  if (ev.loads) files.push(inTarget(pid, ev.loads.path));
+  for (const f of files) {
+    const real = realPath(f);
+    if (real === undefined || writable(real, euid, gids)) return true;
+    for (let d = parentOf(real); d !== undefined; d = parentOf(d)) {
+      if (writable(d, euid, gids)) return true;
+    }
+  }
+  return false;
+}
+
+function sharesMemory(a: number, b: number): boolean {
+  const nr = syscalls()!.kcmp;
+  return Number(sys().syscall6(BigInt(nr), BigInt(a), BigInt(b), BigInt(KCMP_VM), 0n, 0n, 0n)) ===
+    0;
+}
+
+const pathBuf = new Uint8Array(4096);
+
+function realPath(path: string): string | undefined {
+  if (sys().realpath(cstr(path), pathBuf) === null) return undefined;
+  return decoder.decode(pathBuf.subarray(0, pathBuf.indexOf(0)));
+}
+
+function parentOf(path: string): string | undefined {
+  if (path === "/" || path === "") return undefined;
+  const i = path.lastIndexOf("/");
+  return i <= 0 ? "/" : path.slice(0, i);
+}
+
+const modeBuf = new Uint8Array(256);
+const MODE_OFFSET = Deno.build.arch === "aarch64" ? 16 : 24;
+const UID_OFFSET = Deno.build.arch === "aarch64" ? 24 : 28;
+
+/** Could `uid` (with `gids`) modify this file or directory (write, or rename entries in it)? */
+function writable(path: string, uid: number, gids: Set<number>): boolean {
+  if (sys().stat(cstr(path), modeBuf) !== 0) return true;
+  const v = new DataView(modeBuf.buffer);
+  const mode = v.getUint32(MODE_OFFSET, true);
+  const owner = v.getUint32(UID_OFFSET, true);
+  const group = v.getUint32(UID_OFFSET + 4, true);
+  if (owner === uid) return true; // even without a write bit: the owner can chmod it
+  if (gids.has(group) && (mode & 0o020)) return true;
+  return (mode & 0o002) !== 0;
 }

@@ -47,6 +47,16 @@ function statKey(
   return { dev, ino, size, key: `${dev}:${ino}:${size}:${mtimeS}.${mtimeNs}` };
 }
 
+/** dev and inode of the file at `path` (following links, `/proc/<pid>/exe` too). */
+export function statId(path: string): { dev: bigint; ino: bigint } | undefined {
+  try {
+    const st = statKey(cstr(path));
+    return st ? { dev: st.dev, ino: st.ino } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The identity of the file at `path`, or undefined when it cannot be opened. */
 export function fileIdentity(path: string): FileIdentity | undefined {
   let p: Uint8Array;

@@ -16,6 +16,8 @@ import type { LaunchFailed, LaunchReady, LaunchSpec } from "./spec.ts";
 
 /** How long a launcher may take from spawn to exec (a cold `deno run` takes ~0.1–0.4 s). */
 export const LAUNCH_TIMEOUT_MS = 15_000;
+/** The longest timer the runtime takes (~24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** argv that starts the launcher (before the program's own argv, which travels in the spec). */
 export function launcherArgv(): string[] {
@@ -204,7 +206,7 @@ function parse(line: string | undefined): LaunchReady | LaunchFailed | undefined
 function launchError(f: LaunchFailed | undefined, program: string): TermadaError {
   if (f === undefined) {
     return new TermadaError("INTERNAL", `The launcher for "${program}" ended without a report`, {
-      hint: "Run `termada doctor` (the launcher re-invokes termada itself)",
+      hint: "The launcher re-invokes termada itself: check that its binary (or deno) still runs",
     });
   }
   if (f.step === "exec") {
@@ -249,8 +251,10 @@ export async function handshake(
       onListener(listener, first);
     }
     channel.send("go\n");
-    // EOF means execve succeeded (fd 3 closed on exec); a line means it failed.
-    const after = parse(await channel.line(LAUNCH_TIMEOUT_MS));
+    // EOF means execve succeeded (fd 3 closed on exec); a line means it failed. No deadline
+    // here: the exec may wait for an operator's approval (confirm at exec), and a launcher that
+    // dies closes the socket too.
+    const after = parse(await channel.line(MAX_TIMER_MS));
     if (after !== undefined) throw launchError(after as LaunchFailed, program);
     if (!channel.eof) throw launchError(undefined, program);
     return { listener, report: first };

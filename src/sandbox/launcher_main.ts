@@ -125,6 +125,7 @@ export function runLauncher(): never {
     seccomp: null,
     cgroup: null,
     mounts: null,
+    killable: false,
   };
 
   if (spec.cgroup) {
@@ -136,6 +137,11 @@ export function runLauncher(): never {
     }
   }
 
+  // Root sessions do not get CAP_SYS_PTRACE: it would open the (non-dumpable) daemon's /proc
+  // files. Dropped from the bounding set, so the program exec'd below never has it.
+  if (libc.geteuid() === 0 && (spec.seccomp || spec.landlock)) {
+    libc.prctl(LINUX.PR_CAPBSET_DROP, BigInt(LINUX.CAP_SYS_PTRACE), 0n, 0n, 0n);
+  }
   if (
     libc.prctl(LINUX.PR_SET_NO_NEW_PRIVS, 1n, 0n, 0n, 0n) !== 0 && (spec.seccomp || spec.landlock)
   ) {
@@ -170,7 +176,9 @@ export function runLauncher(): never {
 
   if (spec.seccomp) {
     try {
-      ready.listener = installExecFilter();
+      const f = installExecFilter();
+      ready.listener = f.fd;
+      ready.killable = f.killable;
     } catch (err) {
       if (required.has("seccomp")) fail("seccomp", message(err));
       ready.seccomp = { error: message(err) };

@@ -12,16 +12,18 @@
  */
 import {
   allPids,
+  cstr,
   procStat,
   type Pty,
   Pty as PtyClass,
   type PtySpawnOptions,
+  readProcFile,
   sys,
 } from "../pty/mod.ts";
 import { logger } from "../shared/mod.ts";
-import { syscalls } from "../../ffi/mod.ts";
+import { LINUX, syscalls } from "../../ffi/mod.ts";
 import { type Cgroup, CgroupTree, detectCgroup } from "./cgroup.ts";
-import { type ExecDecider, ExecGate, type GateStats } from "./gate.ts";
+import { type ExecDecider, type ExecEvent, ExecGate, type GateStats } from "./gate.ts";
 import { landlockAbi } from "./landlock.ts";
 import { controlPair, handshake, LaunchChannel, launcherArgv, launcherEnv } from "./launch.ts";
 import { becomeSubreaper } from "./reaper.ts";
@@ -55,6 +57,8 @@ export interface SandboxOptions<C> {
   /** Paths no session process may reach (state dir, config, socket dir). */
   hide: readonly string[];
   decide: ExecDecider<C>;
+  /** An allowed exec turned out to run something else (a pointer or file race): it was killed. */
+  onRace?: (ev: ExecEvent, ctx: C, found: string) => void;
   /** Where to make this daemon's cgroup (default: below its own cgroup). */
   cgroupBase?: string;
   /** Features to treat as absent (injection for tests and diagnostics). */
@@ -88,6 +92,8 @@ export interface Spawned {
 interface GateCtx<C> {
   ctx: C;
   scope: ProcessScope | undefined;
+  /** The launcher's filter has killable waits: allowed execs can be verified (frozen hold). */
+  killable: boolean;
 }
 
 function detectSeccomp(missing: Set<Feature>): FeatureState {
@@ -169,6 +175,15 @@ export class Sandbox<C> {
         paths: [...this.#hide],
       };
     this.subreaper = !off && options.subreaper === true && becomeSubreaper();
+    if (!off && options.subreaper === true) {
+      // Not dumpable: /proc/<daemon>/environ, maps, fd… need CAP_SYS_PTRACE, which sessions of a
+      // root daemon lose (the launcher drops it) and others never had. Landlock's scoping stops
+      // signals and ptrace, but not those reads.
+      sys().prctl(LINUX.PR_SET_DUMPABLE, 0n, 0n, 0n, 0n);
+      // Measured: that is not enough on every kernel (6.18 still lets a same-uid process read
+      // environ). So the environment block the kernel shows as /proc/<pid>/environ is wiped.
+      scrubEnvironBlock();
+    }
     if (this.subreaper) {
       // Orphans of sessions are ours now: reap the ones no Pty waits for, or they stay zombies.
       this.#reapTimer = setInterval(() => reapOrphans(), 1000);
@@ -177,6 +192,13 @@ export class Sandbox<C> {
     this.gate = new ExecGate<GateCtx<C>>((ev, g) => {
       g.scope?.note(ev.pid);
       return options.decide(ev, g.ctx);
+    }, {
+      holdOf: (g) => {
+        if (!g.killable || !g.scope?.cgroup) return undefined;
+        const hold = g.scope.hold();
+        return hold ? { hold, home: g.scope.cgroup } : undefined;
+      },
+      onRace: (ev, g, found) => options.onRace?.(ev, g.ctx, found),
     });
     if (this.mode !== "off") {
       const features = [
@@ -266,10 +288,12 @@ export class Sandbox<C> {
     }
     const scope = new ProcessScope(pty.pid, cgroup);
     const channel = new LaunchChannel(pair.parent);
+    const gctx: GateCtx<C> = { ctx: req.ctx, scope, killable: false };
     let handle: { close(): void } | undefined;
     try {
-      const { report } = await handshake(channel, pty.pid, spec, (fd) => {
-        handle = this.gate.attach(fd, { ctx: req.ctx, scope }, { trustFirst: req.trustFirstExec });
+      const { report } = await handshake(channel, pty.pid, spec, (fd, ready) => {
+        gctx.killable = ready.killable === true;
+        handle = this.gate.attach(fd, gctx, { trustFirst: req.trustFirstExec });
       });
       this.#noteReport(report);
       return { pty, scope, detach: () => handle?.close(), report };
@@ -346,4 +370,26 @@ export function reapOrphans(): number {
     if (sys().waitpid(pid, status, 1 /* WNOHANG */) === pid) n++;
   }
   return n;
+}
+
+/**
+ * Moves this process's environment to the heap (clearenv + setenv, so getenv and Deno.env keep
+ * working) and zeroes the original block on the stack — the memory /proc/<pid>/environ reads.
+ * Afterwards nobody reads the daemon's start-up environment (tokens an operator exported, …)
+ * through /proc. Returns whether it was wiped.
+ */
+export function scrubEnvironBlock(): boolean {
+  const stat = readProcFile("/proc/self/stat");
+  if (stat === undefined) return false;
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // Fields 50 and 51 (env_start, env_end): index 47 and 48 after the state (field 3).
+  const start = BigInt(f[47] ?? "0");
+  const end = BigInt(f[48] ?? "0");
+  if (start === 0n || end <= start || end - start > 1n << 24n) return false;
+  const env = Deno.env.toObject();
+  const libc = sys();
+  libc.clearenv();
+  for (const [k, v] of Object.entries(env)) libc.setenv(cstr(k), cstr(v), 1);
+  libc.memset(Deno.UnsafePointer.create(start), 0, end - start);
+  return true;
 }

@@ -36,6 +36,7 @@ export class ProcessScope {
   readonly cgroup: Cgroup | undefined;
   #root: number;
   #known = new Map<number, number>();
+  #hold: Cgroup | null | undefined;
 
   constructor(root: number, cgroup?: Cgroup) {
     this.#root = root;
@@ -98,6 +99,24 @@ export class ProcessScope {
       graceMs: opts.graceMs,
       ...(opts.wholeCgroup && this.cgroup ? { cgroup: this.cgroup } : {}),
     });
+  }
+
+  /**
+   * A frozen child cgroup where a process that was allowed to exec waits, before its new image
+   * runs one instruction, until the gate checked that what the kernel exec'd is what it allowed
+   * (src/sandbox/gate.ts). Undefined without cgroups.
+   */
+  hold(): Cgroup | undefined {
+    if (!this.cgroup) return undefined;
+    if (this.#hold === undefined) {
+      try {
+        const h = this.cgroup.child("hold");
+        this.#hold = h.freeze(true) ? h : null;
+      } catch {
+        this.#hold = null;
+      }
+    }
+    return this.#hold ?? undefined;
   }
 
   /** Removes the cgroup once empty (after `end`); true when it is gone or there was none. */

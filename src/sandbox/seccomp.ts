@@ -89,7 +89,7 @@ function seccomp(op: number, flags: number, arg: bigint): number {
  * Installs the exec filter on the calling thread (no_new_privs must be set, or the caller has
  * CAP_SYS_ADMIN) and returns the listener fd (close-on-exec).
  */
-export function installExecFilter(): number {
+export function installExecFilter(): { fd: number; killable: boolean } {
   const prog = execFilterProgram();
   const fprog = new Uint8Array(16); // struct sock_fprog { u16 len; (pad); sock_filter *filter; }
   const v = new DataView(fprog.buffer);
@@ -100,10 +100,14 @@ export function installExecFilter(): number {
     FLAG_NEW_LISTENER | FLAG_WAIT_KILLABLE_RECV,
     addr(fprog),
   );
-  if (fd === -LINUX.EINVAL) fd = seccomp(SECCOMP_SET_MODE_FILTER, FLAG_NEW_LISTENER, addr(fprog));
+  let killable = true;
+  if (fd === -LINUX.EINVAL) {
+    killable = false;
+    fd = seccomp(SECCOMP_SET_MODE_FILTER, FLAG_NEW_LISTENER, addr(fprog));
+  }
   void prog;
   if (fd < 0) throw new SysError("seccomp(SET_MODE_FILTER)", -fd);
-  return fd;
+  return { fd, killable };
 }
 
 /** Whether this kernel supports user notification (the sizes query exists since 5.0). */

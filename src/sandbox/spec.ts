@@ -33,6 +33,11 @@ export interface LaunchReady {
     | { abi: number; scopes: string[]; hiding: "mounts" | "landlock" }
     | { error: string }
     | null;
+  /**
+   * The filter's waits are killable-only once received (Linux ≥ 5.19): a frozen or signalled
+   * target cannot restart its execve behind the gate's back, so allowed execs can be verified.
+   */
+  killable: boolean;
   /** The mount namespace could not be built (Landlock's rules hid the paths instead). */
   mounts: { error: string } | null;
   seccomp: { error: string } | null;

@@ -49,6 +49,13 @@ Deno.test({
       mode: "background",
     });
     assert.equal(probe.output, "probe-42\n");
+    // The same probe in the session's own terminal (an argv job does not print there): what the
+    // Sessions view shows below.
+    const shown = await call(client, "exec_run", {
+      command: ["echo probe-$((40+2))"],
+      session: sid,
+    });
+    assert.equal(shown.output, "probe-42\n");
     const jobId = String(probe.job_id);
     const updated = await call(client, "mission_update", {
       mission_id: mid,

@@ -100,8 +100,10 @@ class Attached<C> {
   }
 }
 
-/** Longest wait for an allowed exec to reach its first instruction before it is verified. */
-export const VERIFY_WAIT_MS = 50;
+/** Longest wait for an allowed exec to reach its first instruction (it is killed after). */
+export const VERIFY_WAIT_MS = 2000;
+/** How long the daemon's thread waits for it in place before finishing the check later. */
+export const VERIFY_SPIN_MS = 2;
 
 export class ExecGate<C> {
   readonly #decide: ExecDecider<C>;
@@ -176,13 +178,49 @@ export class ExecGate<C> {
       return;
     }
     a.listener.allow(n.id);
-    const deadline = performance.now() + VERIFY_WAIT_MS;
-    let frozen = false;
-    while (!(frozen = hold.hold.frozen()) && performance.now() < deadline) {
+    // Most execs reach their first instruction within a millisecond: wait for that here, a
+    // little; a slower one is finished later, off this turn (it stays frozen meanwhile), so no
+    // session can hold the daemon's thread for long.
+    const spinUntil = performance.now() + VERIFY_SPIN_MS;
+    while (!hold.hold.frozen()) {
       if (!procStat(tgid)) return; // gone (killed or exited): nothing to check
-      // Yield the CPU to the exec under way (2 cores here: spinning would slow it down).
-      sys().usleep(10);
+      if (performance.now() >= spinUntil) {
+        a.pending++;
+        this.#verifyLater(a, ev, hold, tgid, before, performance.now() + VERIFY_WAIT_MS);
+        return;
+      }
+      sys().usleep(10); // yield the CPU to the exec under way
     }
+    this.#verified(a, ev, hold, tgid, before, true);
+  }
+
+  #verifyLater(
+    a: Attached<C>,
+    ev: ExecEvent,
+    hold: ExecHold,
+    tgid: number,
+    before: string | undefined,
+    deadline: number,
+  ): void {
+    setTimeout(() => {
+      if (!procStat(tgid)) return void a.pending--;
+      const frozen = hold.hold.frozen();
+      if (!frozen && performance.now() < deadline) {
+        return this.#verifyLater(a, ev, hold, tgid, before, deadline);
+      }
+      a.pending--;
+      this.#verified(a, ev, hold, tgid, before, frozen);
+    }, 1);
+  }
+
+  #verified(
+    a: Attached<C>,
+    ev: ExecEvent,
+    hold: ExecHold,
+    tgid: number,
+    before: string | undefined,
+    frozen: boolean,
+  ): void {
     let found: string | undefined;
     if (!frozen) found = "the exec did not reach its first instruction in time to be checked";
     else if (stackStart(tgid) !== before) {

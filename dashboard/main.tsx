@@ -358,6 +358,7 @@ function App(props: { token: string }): preact.JSX.Element {
             : "running"}
         </span>
         {stopped && <button type="button" onClick={resume}>Resume</button>}
+        {status?.boundary && <BoundaryBadge b={status.boundary} />}
         <button
           type="button"
           class="danger stop-all"
@@ -514,3 +515,30 @@ function NoToken(): preact.JSX.Element {
 
 const token = takeToken();
 render(token ? <App token={token} /> : <NoToken />, document.getElementById("app")!);
+
+/**
+ * What the kernel boundary around sessions holds on this machine: "boundary on" when every part
+ * is active, otherwise what is missing (hover: each part and why not; docs/SECURITY.md).
+ */
+function BoundaryBadge({ b }: { b: DaemonStatus["boundary"] }) {
+  const parts = [
+    ["exec gate", b.exec_gate],
+    [`control plane hidden${b.hiding.how ? ` (${b.hiding.how})` : ""}`, b.hiding],
+    [`landlock${b.landlock.abi ? ` v${b.landlock.abi}` : ""}`, b.landlock],
+    ["cgroups", b.cgroup],
+  ] as const;
+  const missing = parts.filter(([, f]) => !f.active);
+  const state = b.mode === "off" ? "off" : missing.length === 0 ? "on" : "degraded";
+  const title = parts.map(([name, f]) =>
+    `${name}: ${f.active ? "on" : `off — ${f.reason ?? "unavailable"}`}`
+  ).join("\n");
+  return (
+    <span class={`boundary ${state}`} data-boundary={state} title={`mode ${b.mode}\n${title}`}>
+      {state === "on"
+        ? "boundary on"
+        : state === "off"
+        ? "boundary off"
+        : `boundary: no ${missing.map(([name]) => name.split(" (")[0]).join(", ")}`}
+    </span>
+  );
+}

@@ -64,6 +64,12 @@ Deno.test({
       await page.waitForSelector('[data-conn="live"]', { timeout: 10_000 });
       assert.equal(await page.$eval("[data-pending]", (el) => el.textContent?.trim()), "0");
       assert.equal(await page.$$eval("[data-agent]", (els) => els.length) >= 1, true);
+      // The session boundary this machine gives (every part active here), each part on hover.
+      await page.waitForSelector('[data-boundary="on"]', { timeout: 10_000 });
+      assert.match(
+        await page.$eval("[data-boundary]", (el) => el.getAttribute("title") ?? ""),
+        /exec gate: on[\s\S]*cgroups: on/,
+      );
 
       // A reload (no token in the URL now) keeps working from sessionStorage.
       await page.reload({ waitUntil: "domcontentloaded" });

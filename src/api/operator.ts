@@ -74,6 +74,7 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
         stopped: ops.stopped,
         ...(ops.stopped ? { barrier_until: new Date(ops.barrierUntil).toISOString() } : {}),
         audit_healthy: ops.auditHealthy,
+        boundary: ops.boundary(),
       } satisfies DaemonStatus,
     ));
   api.get(

@@ -66,19 +66,7 @@ export class AgentOps {
 
   /** What the kernel boundary around sessions holds on this machine (no paths: agents' view). */
   boundary(): Boundary {
-    const r = this.#engine.sandboxReport();
-    const f = (x: { active: boolean; reason?: string }) => ({
-      active: x.active,
-      ...(x.reason ? { reason: x.reason } : {}),
-    });
-    return {
-      mode: r.mode,
-      exec_gate: f(r.exec_gate),
-      hiding: { ...f(r.hiding), ...(r.hiding.how ? { how: r.hiding.how } : {}) },
-      landlock: { ...f(r.landlock), abi: r.landlock.abi },
-      cgroup: f(r.cgroup),
-      subreaper: r.subreaper,
-    };
+    return this.#engine.boundary();
   }
 
   // ── sessions ──────────────────────────────────────────────────────────────

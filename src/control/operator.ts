@@ -15,6 +15,7 @@ import {
 import { encodeCursor } from "../output/mod.ts";
 import { notFound } from "../shared/mod.ts";
 import type {
+  Boundary,
   JobOutputPage,
   OperatorJob,
   OperatorSession,
@@ -107,6 +108,11 @@ export class OperatorOps {
 
   get barrierUntil(): number {
     return this.#o.gateway.barrierUntil;
+  }
+
+  /** What the kernel boundary around sessions holds here (the dashboard's header). */
+  boundary(): Boundary {
+    return this.#o.engine.boundary();
   }
 
   get auditHealthy(): boolean {

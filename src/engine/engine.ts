@@ -19,7 +19,7 @@ import {
 import type { ShellKind } from "../shell/mod.ts";
 import type { Matcher } from "../output/mod.ts";
 import { type Clock, compileRegex, newId, systemClock, TermadaError } from "../shared/mod.ts";
-import type { SessionCreateInput } from "../wire/mod.ts";
+import type { Boundary, SessionCreateInput } from "../wire/mod.ts";
 import type { Job } from "./job.ts";
 import { Leases } from "./lease.ts";
 import { JobLifecycle } from "./lifecycle.ts";
@@ -158,6 +158,23 @@ export class Engine {
   /** What the boundary enforces on this machine (capabilities, dashboard, start log). */
   sandboxReport(): SandboxReport {
     return this.sandbox.report();
+  }
+
+  /** The same, as the wire says it (no paths: what agents and the dashboard are shown). */
+  boundary(): Boundary {
+    const r = this.sandbox.report();
+    const f = (x: { active: boolean; reason?: string }) => ({
+      active: x.active,
+      ...(x.reason ? { reason: x.reason } : {}),
+    });
+    return {
+      mode: r.mode,
+      exec_gate: f(r.exec_gate),
+      hiding: { ...f(r.hiding), ...(r.hiding.how ? { how: r.hiding.how } : {}) },
+      landlock: { ...f(r.landlock), abi: r.landlock.abi },
+      cgroup: f(r.cgroup),
+      subreaper: r.subreaper,
+    };
   }
 
   async #spawn(

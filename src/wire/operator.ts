@@ -8,6 +8,7 @@ import { Cursor, LIMITS, Ms, Text } from "./common.ts";
 import { Gap, JobStatusSchema, JobSummary } from "./exec.ts";
 import { Cols, Rows, SessionInfo } from "./sessions.ts";
 import { JOB_MODES } from "./statuses.ts";
+import { Boundary } from "./server.ts";
 
 export const PendingApproval = z.object({
   approval_id: z.string(),
@@ -116,5 +117,7 @@ export const DaemonStatus = z.object({
   stopped: z.boolean(),
   barrier_until: z.string().optional(),
   audit_healthy: z.boolean(),
+  /** The kernel boundary around sessions on this machine (docs/SECURITY.md). */
+  boundary: Boundary,
 });
 export type DaemonStatus = z.infer<typeof DaemonStatus>;

@@ -459,8 +459,8 @@ await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
   });
   const loops = QUICK ? 500 : 2000;
   // A small C project built with make -j2 (cc, cc1, as, collect2, ld: execs doing real work).
-  const build = `${runtimeDir}/build`;
-  Deno.mkdirSync(build, { recursive: true });
+  // Outside runtimeDir: that one is hidden from sessions (the control plane's stand-in here).
+  const build = await Deno.makeTempDir({ prefix: "termada-bench-build-" });
   const units = Array.from({ length: 8 }, (_, i) => `u${i}`);
   for (const u of units) {
     Deno.writeTextFileSync(`${build}/${u}.c`, `int ${u}(int x) { return x * ${u.length} + 1; }\n`);

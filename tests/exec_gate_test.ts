@@ -481,6 +481,24 @@ const RUN_CASES: RunCase[] = [
     needs: ["ldso"],
   },
   {
+    name: "the dynamic loader under another name (a link, a copy) runs touch",
+    lines: () => [`ln -s ${LDSO} myld; ./myld /usr/bin/touch canary`],
+    stop: "any",
+    needs: ["ldso"],
+  },
+  {
+    name: "a copy of the dynamic loader runs touch",
+    lines: () => [`cp ${LDSO} ldcopy; ./ldcopy /usr/bin/touch canary`],
+    stop: "any",
+    needs: ["ldso"],
+  },
+  {
+    name: "the dynamic loader with an option that takes a value (--inhibit-rpath)",
+    lines: () => [`${LDSO} --inhibit-rpath /bin/true /usr/bin/touch canary`],
+    stop: "any",
+    needs: ["ldso"],
+  },
+  {
     name: "exec of /proc/self/fd/N open on touch",
     lines: () => ["/proc/self/fd/3 canary 3</usr/bin/touch"],
     stop: "exec",
@@ -1093,4 +1111,37 @@ Deno.test("without seccomp notification: auto says why the gate is off, required
       await Deno.remove(home, { recursive: true });
     }
   });
+});
+
+Deno.test("an exec of a FIFO, a terminal or a pipe never stalls the daemon", async (t) => {
+  const home = await homeWithConfig(DENY_CONFIG);
+  const root = await Deno.makeTempDir({ prefix: "termada-gate-" });
+  try {
+    await using _d = await startDaemon(home);
+    await using c = await stdioClient(home, ["--agent", "dev"]);
+    await using other = await stdioClient(home, ["--agent", "other"]);
+    for (
+      const [name, line] of [
+        ["a FIFO nobody writes to", "mkfifo f; ./f; echo rc=$?"],
+        ["the session's own terminal (/dev/stdin)", "/dev/stdin; echo rc=$?"],
+        ["a pipe that stays open (/dev/fd/7)", "/dev/fd/7 7< <(sleep 5); echo rc=$?"],
+      ] as const
+    ) {
+      await t.step(name, async () => {
+        const dir = await caseDir(root);
+        await using s = await openSession(c, { cwd: dir });
+        const run = s.run(line);
+        // Meanwhile another agent is answered at once: the daemon's thread is free.
+        const t0 = performance.now();
+        const cap = await call(other, "capabilities", {});
+        assert.equal(typeof cap.version, "string");
+        assert.ok(performance.now() - t0 < 3000, "capabilities waited behind the exec");
+        const r = await run;
+        assert.match(String(r.output), /rc=12[67]/, shown(r));
+      });
+    }
+  } finally {
+    await Deno.remove(home, { recursive: true });
+    await Deno.remove(root, { recursive: true });
+  }
 });

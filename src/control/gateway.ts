@@ -33,7 +33,7 @@ export interface ExecFacts {
   /** Every `#!` level, outermost first. */
   chain?: { path: string; arg?: string; sha256?: string }[];
   /** The program the dynamic loader runs, when the loader itself is exec'd. */
-  loads?: { path: string; argv: readonly string[]; sha256?: string };
+  loads?: { path: string; argv: readonly string[]; sha256?: string; unknown?: boolean };
   /** The file could not be identified (unreadable, vanished): its content is unknown. */
   unknown?: boolean;
 }
@@ -163,7 +163,19 @@ export class Gateway {
     ctx: ExecContext,
     ask: (job: Job, confirm: ProgramConfirm) => Promise<boolean>,
   ): ExecAnswer | Promise<ExecAnswer> {
-    const job = ctx.job();
+    // The job running in the session now, if this process is one of its own (started while it
+    // ran): a leftover of an earlier job neither borrows this job's approval nor files requests
+    // under it. Looked up only when the answer is not a plain allow.
+    let owner: Job | undefined | null = null;
+    const jobOf = (): Job | undefined => {
+      if (owner !== null) return owner;
+      const current = ctx.job();
+      owner = current && (!current.processes ||
+          current.processes.list().some((p) => p.pid === ev.pid))
+        ? current
+        : undefined;
+      return owner;
+    };
     const lvl = (i: { path: string; arg?: string; identity?: { sha256: string } }) => ({
       path: i.path,
       ...(i.arg ? { arg: i.arg } : {}),
@@ -180,6 +192,7 @@ export class Gateway {
           loads: {
             path: ev.loads.path,
             argv: ev.loads.argv,
+            ...(ev.loads.unknown ? { unknown: true } : {}),
             ...(ev.loads.identity ? { sha256: ev.loads.identity.sha256 } : {}),
           },
         }
@@ -206,6 +219,7 @@ export class Gateway {
     }
     if (d.action === "allow") return { allow: true, verify: d.verify === true };
     // An operator already approved this job's command: its confirm covers what it runs.
+    const job = jobOf();
     if (d.action === "confirm" && job?.approved) return { allow: true, verify: true };
     const program = shortArgv(ev.argv);
     const blocked = (reason: string): ExecAnswer => {

@@ -132,6 +132,13 @@ export function policyPort(
         });
         below = i.path;
       }
+      if (exec.loads?.unknown) {
+        return {
+          action: "deny",
+          reason: "denied at exec: the dynamic loader runs a program its options hide",
+          verify: true,
+        };
+      }
       if (exec.loads) {
         subjects.push({
           names: namesOf(idx, exec.loads.path, exec.loads.argv[0], exec.loads.sha256),

@@ -47,8 +47,11 @@ export interface ExecEvent {
   chain?: Interpreter[];
   /** The file exists but could not be read (so its content is unknown). */
   unreadable?: boolean;
-  /** The dynamic loader run as a program (`ld-linux.so /usr/bin/x …`): the program it loads. */
-  loads?: { path: string; argv: string[]; identity: FileIdentity | undefined };
+  /**
+   * The dynamic loader run as a program (`ld-linux.so /usr/bin/x …`, under any name: known by
+   * its content too): the program it loads; `unknown` when its options could not be parsed.
+   */
+  loads?: { path: string; argv: string[]; identity: FileIdentity | undefined; unknown?: boolean };
   /** The first exec of this listener (the launcher starting the session's program). */
   first: boolean;
 }
@@ -447,12 +450,13 @@ export function readExec(n: Notification, first: boolean): ExecEvent {
       ev.interpreter = interp;
       head = interp.identity?.head;
     }
-    const loaderOf = ev.interpreter?.identity ?? identity;
-    if (loaderOf && isLoader(ev.interpreter?.path ?? path)) {
+    const runs = ev.interpreter ?? { path, identity };
+    if (isLoader(runs.path, runs.identity)) {
+      // The loader run as a program: it opens and maps the program itself, no execve of it.
       const prog = loadedProgram(argv);
-      if (prog) {
-        ev.loads = { ...prog, identity: fileIdentity(inTarget(n.pid, prog.path)) };
-      }
+      ev.loads = prog
+        ? { ...prog, identity: fileIdentity(inTarget(n.pid, prog.path)) }
+        : { path: "", argv: [], identity: undefined, unknown: true };
     }
     return ev;
   } finally {
@@ -497,16 +501,45 @@ export function inTarget(pid: number, path: string): string {
   return `/proc/${pid}/cwd/${path}`;
 }
 
-/** The dynamic loader run as a program: ld-linux*.so*, ld.so, ld64.so*, ld-musl-*.so*. */
-function isLoader(path: string): boolean {
+const LOADER_PATHS = [
+  "/lib64/ld-linux-x86-64.so.2",
+  "/lib/ld-linux-aarch64.so.1",
+  "/lib/ld-linux.so.2",
+  "/lib/ld-linux-armhf.so.3",
+  "/lib/ld-musl-x86_64.so.1",
+  "/lib/ld-musl-aarch64.so.1",
+];
+let loaderHashes: Set<string> | undefined;
+
+/**
+ * The dynamic loader run as a program: by name (ld-linux*.so*, ld.so, ld64.so*, ld-musl-*) or by
+ * content (a copy or link of this system's loader under any name).
+ */
+function isLoader(path: string, identity: FileIdentity | undefined): boolean {
+  if (identity) {
+    loaderHashes ??= new Set(
+      LOADER_PATHS.map((p) => fileIdentity(p)?.sha256).filter((h): h is string => h !== undefined),
+    );
+    if (loaderHashes.has(identity.sha256)) return true;
+  }
   const base = path.slice(path.lastIndexOf("/") + 1);
   return /^(ld-linux[\w.-]*\.so[\d.]*|ld\.so[\d.]*|ld64\.so[\d.]*|ld-musl-[\w.-]*\.so[\d.]*)$/
     .test(base);
 }
 
 /** Options of the loader that take a value (glibc ld.so). */
+const LOADER_FLAG_OPTIONS = new Set([
+  "--inhibit-cache",
+  "--list",
+  "--verify",
+  "--help",
+  "--version",
+  "--list-tunables",
+  "--list-diagnostics",
+]);
 const LOADER_VALUE_OPTIONS = new Set([
   "--library-path",
+  "--inhibit-rpath",
   "--preload",
   "--audit",
   "--argv0",
@@ -525,7 +558,8 @@ function loadedProgram(argv: readonly string[]): { path: string; argv: string[] 
       i++;
       continue;
     }
-    if (a.startsWith("--")) continue;
+    if (LOADER_FLAG_OPTIONS.has(a)) continue;
+    if (a.startsWith("-")) return undefined; // an option we do not know: cannot tell what runs
     return { path: a, argv: argv.slice(i) };
   }
   return undefined;

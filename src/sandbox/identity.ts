@@ -6,13 +6,14 @@
  *
  * Bounds: the cache keeps 4096 identities (oldest out first); a file is hashed up to
  * MAX_HASHED_BYTES (a bigger one is identified by the hash of that prefix plus its size, and
- * says so with `partial`).
+ * says so with `partial`). Only regular files have an identity; nothing here blocks.
  */
 import { createHash } from "node:crypto";
 import { LINUX } from "../../ffi/mod.ts";
 import { cstr, sys } from "../pty/mod.ts";
 
-export const MAX_HASHED_BYTES = 512 * 1024 * 1024;
+/** Hashed per file on the daemon's thread (≈ 10 ms here): beyond, a prefix and the size. */
+export const MAX_HASHED_BYTES = 8 * 1024 * 1024;
 const CACHE_ENTRIES = 4096;
 const HEAD_BYTES = 256;
 
@@ -34,17 +35,33 @@ const chunk = new Uint8Array(1 << 20);
 let hits = 0;
 let misses = 0;
 
-/** dev, ino, size and mtime of a path (following symlinks), or undefined. */
-function statKey(
-  path: Uint8Array,
-): { dev: bigint; ino: bigint; size: number; key: string } | undefined {
-  if (sys().stat(path, statBuf) !== 0) return undefined;
+const MODE_OFFSET = Deno.build.arch === "aarch64" ? 16 : 24;
+const S_IFMT = 0o170000;
+const S_IFREG = 0o100000;
+
+interface StatKey {
+  dev: bigint;
+  ino: bigint;
+  size: number;
+  regular: boolean;
+  key: string;
+}
+
+/** dev, ino, size, type, mtime and ctime from the stat buffer just filled. */
+function keyOf(): StatKey {
   const dev = statView.getBigUint64(0, true);
   const ino = statView.getBigUint64(8, true);
   const size = Number(statView.getBigInt64(48, true));
-  const mtimeS = statView.getBigInt64(88, true);
-  const mtimeNs = statView.getBigInt64(96, true);
-  return { dev, ino, size, key: `${dev}:${ino}:${size}:${mtimeS}.${mtimeNs}` };
+  const regular = (statView.getUint32(MODE_OFFSET, true) & S_IFMT) === S_IFREG;
+  // ctime too: a user can set mtime back (touch -d), never ctime.
+  const m = `${statView.getBigInt64(88, true)}.${statView.getBigInt64(96, true)}`;
+  const c = `${statView.getBigInt64(104, true)}.${statView.getBigInt64(112, true)}`;
+  return { dev, ino, size, regular, key: `${dev}:${ino}:${size}:${m}:${c}` };
+}
+
+/** stat of a path (following symlinks), or undefined. */
+function statKey(path: Uint8Array): StatKey | undefined {
+  return sys().stat(path, statBuf) === 0 ? keyOf() : undefined;
 }
 
 /** dev and inode of the file at `path` (following links, `/proc/<pid>/exe` too). */
@@ -57,7 +74,12 @@ export function statId(path: string): { dev: bigint; ino: bigint } | undefined {
   }
 }
 
-/** The identity of the file at `path`, or undefined when it cannot be opened. */
+/**
+ * The identity of the regular file at `path`, or undefined when it is not one (a FIFO, a
+ * terminal, a socket: the kernel will not exec those anyway) or cannot be opened. It never
+ * blocks: the file is opened non-blocking, checked again through its fd (the same inode, still
+ * regular), and hashed from that fd.
+ */
 export function fileIdentity(path: string): FileIdentity | undefined {
   let p: Uint8Array;
   try {
@@ -66,7 +88,7 @@ export function fileIdentity(path: string): FileIdentity | undefined {
     return undefined;
   }
   const st = statKey(p);
-  if (st === undefined) return undefined;
+  if (st === undefined || !st.regular) return undefined;
   const cached = cache.get(st.key);
   if (cached) {
     hits++;
@@ -76,12 +98,15 @@ export function fileIdentity(path: string): FileIdentity | undefined {
   }
   misses++;
   const libc = sys();
-  const fd = libc.open(p, LINUX.O_RDONLY | LINUX.O_CLOEXEC, 0);
+  const fd = libc.open(p, LINUX.O_RDONLY | LINUX.O_NONBLOCK | LINUX.O_NOCTTY | LINUX.O_CLOEXEC, 0);
   if (fd < 0) return undefined;
   const hash = createHash("sha256");
   let head = new Uint8Array(0);
   let total = 0;
   try {
+    if (libc.fstat(fd, statBuf) !== 0) return undefined;
+    const now = keyOf();
+    if (!now.regular || now.dev !== st.dev || now.ino !== st.ino) return undefined;
     while (total < MAX_HASHED_BYTES) {
       const want = Math.min(chunk.length, MAX_HASHED_BYTES - total);
       const n = Number(libc.read(fd, chunk, BigInt(want)));
@@ -94,6 +119,8 @@ export function fileIdentity(path: string): FileIdentity | undefined {
   } finally {
     libc.close(fd);
   }
+  // A bigger file is identified by its first MAX_HASHED_BYTES and its size.
+  if (total < st.size) hash.update(`\0size=${st.size}`);
   const id: FileIdentity = {
     dev: st.dev,
     ino: st.ino,

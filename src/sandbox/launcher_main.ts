@@ -27,6 +27,12 @@ import {
 } from "./spec.ts";
 
 const F_SETFD = 2;
+/**
+ * CAP_LINUX_IMMUTABLE 9, SYS_MODULE 16, SYS_RAWIO 17, SYS_PTRACE 19, SYS_ADMIN 21, SYS_BOOT 22,
+ * SYS_TIME 25, MAC_OVERRIDE 32, MAC_ADMIN 33, SYSLOG 34, WAKE_ALARM 35, BLOCK_SUSPEND 36,
+ * PERFMON 38, BPF 39.
+ */
+const ROOT_CAPS_DROPPED = [9, 16, 17, 19, 21, 22, 25, 32, 33, 34, 35, 36, 38, 39];
 const FD_CLOEXEC = 1;
 
 function send(msg: LaunchReady | LaunchFailed): void {
@@ -137,10 +143,12 @@ export function runLauncher(): never {
     }
   }
 
-  // Root sessions do not get CAP_SYS_PTRACE: it would open the (non-dumpable) daemon's /proc
-  // files. Dropped from the bounding set, so the program exec'd below never has it.
+  // Root sessions lose the capabilities that reach past the boundary: ptrace (other processes'
+  // /proc files), sys_admin (TIOCSTI into terminals outside the session, mounts, namespaces),
+  // module loading, raw I/O, the clock, MAC policy, BPF, perf, the kernel log, immutable
+  // files. Dropped from the bounding set, so the program exec'd below never has them.
   if (libc.geteuid() === 0 && (spec.seccomp || spec.landlock)) {
-    libc.prctl(LINUX.PR_CAPBSET_DROP, BigInt(LINUX.CAP_SYS_PTRACE), 0n, 0n, 0n);
+    for (const cap of ROOT_CAPS_DROPPED) libc.prctl(LINUX.PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n);
   }
   if (
     libc.prctl(LINUX.PR_SET_NO_NEW_PRIVS, 1n, 0n, 0n, 0n) !== 0 && (spec.seccomp || spec.landlock)

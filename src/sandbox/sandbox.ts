@@ -352,10 +352,12 @@ function safeAbi(): number {
   }
 }
 
-/** The cgroup2 mount point above `dir` (`/sys/fs/cgroup` or `/sys/fs/cgroup/unified`). */
+/**
+ * What to hide of the cgroup filesystems: all of `/sys/fs/cgroup` (every v1 hierarchy too: a v1
+ * freezer could freeze the daemon) when our tree is under it, else the tree itself.
+ */
 function cgroupMountOf(dir: string): string {
-  const m = /^(\/sys\/fs\/cgroup(?:\/unified)?)(?:\/|$)/.exec(dir);
-  return m ? m[1]! : dir;
+  return /^\/sys\/fs\/cgroup(\/|$)/.test(dir) ? "/sys/fs/cgroup" : dir;
 }
 
 /** Reaps zombie children of this process that no Pty is waiting for (adopted orphans). */

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { call, homeWithConfig, startDaemon, stdioClient, tempHome } from "./_daemon.ts";
+import { initializeRequest } from "./_clients.ts";
 import { allPids, procStat, readProcFile } from "../src/pty/mod.ts";
 
 const MARKER = `boundary-marker-${crypto.randomUUID()}`;
@@ -112,16 +113,7 @@ async function netProbe(
   };
 }
 
-const INITIALIZE = JSON.stringify({
-  jsonrpc: "2.0",
-  id: 1,
-  method: "initialize",
-  params: {
-    protocolVersion: "2025-06-18",
-    capabilities: {},
-    clientInfo: { name: "inside", version: "1" },
-  },
-});
+const INITIALIZE = JSON.stringify(initializeRequest("inside"));
 const helloLine = (key?: string) =>
   JSON.stringify({ termada: "hello", v: 1, agent: "intruder", ...(key ? { key } : {}) });
 

@@ -76,20 +76,7 @@ export class ApprovalBook {
       );
     }
     const { job } = res;
-    const id = newId("apr");
-    const now = this.#clock.now();
-    const timeout = this.#o.timeoutMs ?? 120_000;
-    this.#o.store.approvals.insert({
-      id,
-      job_id: job.id,
-      owner: job.owner,
-      session_id: job.sessionId,
-      command: [...job.command],
-      rule: confirm.rule ?? null,
-      reason: confirm.reason,
-      requested_at: now,
-      expires_at: now + timeout,
-    });
+    const { id, now, timeout } = this.#insertRow(job, job.command, confirm);
     try {
       await this.#o.trail.approvalRequested(job, id, confirm.decision);
     } catch (err) {
@@ -136,20 +123,7 @@ export class ApprovalBook {
    */
   async askExec(job: Job, exec: ExecConfirm): Promise<boolean> {
     if (this.#parked.size >= ApprovalBook.MAX_PENDING) return false;
-    const id = newId("apr");
-    const now = this.#clock.now();
-    const timeout = this.#o.timeoutMs ?? 120_000;
-    this.#o.store.approvals.insert({
-      id,
-      job_id: job.id,
-      owner: job.owner,
-      session_id: job.sessionId,
-      command: [...exec.argv],
-      rule: exec.rule ?? null,
-      reason: exec.reason,
-      requested_at: now,
-      expires_at: now + timeout,
-    });
+    const { id, now, timeout } = this.#insertRow(job, exec.argv, exec);
     try {
       await this.#o.trail.execApprovalRequested(job, id, exec);
     } catch (err) {
@@ -245,6 +219,29 @@ export class ApprovalBook {
   /** Stops the timers (shutdown; the engine ends the parked jobs as denied). */
   close(): void {
     for (const p of this.#parked.values()) clearTimeout(p.timer);
+  }
+
+  /** The approval's row, written before anything else: an approval nobody can see must not exist. */
+  #insertRow(
+    job: Job,
+    command: readonly string[],
+    confirm: { rule?: string; reason: string },
+  ): { id: string; now: number; timeout: number } {
+    const id = newId("apr");
+    const now = this.#clock.now();
+    const timeout = this.#o.timeoutMs ?? 120_000;
+    this.#o.store.approvals.insert({
+      id,
+      job_id: job.id,
+      owner: job.owner,
+      session_id: job.sessionId,
+      command: [...command],
+      rule: confirm.rule ?? null,
+      reason: confirm.reason,
+      requested_at: now,
+      expires_at: now + timeout,
+    });
+    return { id, now, timeout };
   }
 
   #take(p: Parked): void {

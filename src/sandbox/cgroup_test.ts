@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { preloadNative, procStat } from "../pty/mod.ts";
+import { bash, readPids, waitFor } from "./_test_util.ts";
 import {
   Cgroup,
   CgroupError,
@@ -15,40 +16,6 @@ preloadNative(); // libc stays loaded for the process, not for one test
 function gone(pid: number, startTime?: number): boolean {
   const st = procStat(pid);
   return !st || st.state === "Z" || (startTime !== undefined && st.startTime !== startTime);
-}
-
-async function waitFor(what: string, cond: () => boolean, ms = 5000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-/** `tag pid` lines written by the test's processes, by tag. */
-function readPids(file: string): Map<string, number> {
-  const out = new Map<string, number>();
-  let text = "";
-  try {
-    text = Deno.readTextFileSync(file);
-  } catch {
-    return out; // not written yet
-  }
-  for (const line of text.split("\n")) {
-    const [tag, pid] = line.split(" ");
-    if (tag && pid) out.set(tag, Number(pid));
-  }
-  return out;
-}
-
-function bash(script: string, env: Record<string, string>): Deno.ChildProcess {
-  return new Deno.Command("bash", {
-    args: ["-c", script],
-    env,
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
 }
 
 /** Ends everything a test started: its cgroups, recorded pids, and the bash it spawned. */

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { LINUX } from "../../ffi/mod.ts";
 import { preloadNative, procStat } from "../pty/mod.ts";
+import { bash as spawnBash, readPids, waitFor } from "./_test_util.ts";
 import { CgroupTree, detectCgroup } from "./cgroup.ts";
 import { escalate, isSubreaper, processesOf, type ProcessRef } from "./reaper.ts";
 
@@ -18,38 +19,8 @@ function refOf(pid: number): ProcessRef {
   return { pid, startTime: st.startTime };
 }
 
-async function waitFor(what: string, cond: () => boolean, ms = 5000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-/** `tag pid` lines written by the test's processes, by tag. */
-function readPids(file: string): Map<string, number> {
-  const out = new Map<string, number>();
-  let text = "";
-  try {
-    text = Deno.readTextFileSync(file);
-  } catch {
-    return out; // not written yet
-  }
-  for (const line of text.split("\n")) {
-    const [tag, pid] = line.split(" ");
-    if (tag && pid) out.set(tag, Number(pid));
-  }
-  return out;
-}
-
 function bash(script: string, env: Record<string, string> = {}): Deno.ChildProcess {
-  return new Deno.Command("bash", {
-    args: ["-c", script],
-    env: { PATH: "/usr/bin:/bin", ...env },
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
+  return spawnBash(script, { PATH: "/usr/bin:/bin", ...env });
 }
 
 /**

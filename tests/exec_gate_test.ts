@@ -694,7 +694,13 @@ Deno.test("exec gate: a denied program does not run, however it is reached", asy
         let w = await prompt();
         assert.equal(w.status, "awaiting_input", shown(w));
         for (const { input, expect } of typed) {
-          const a = await call(c, "exec_write", { job_id: job, input });
+          let a = await call(c, "exec_write", { job_id: job, input });
+          // Under load the prompt can be seen a moment before the reader is back in read():
+          // wait for it again (bounded) rather than fail on the timing.
+          for (let i = 0; i < 3 && errorOf(a)?.code === "NOT_AWAITING_INPUT"; i++) {
+            await prompt();
+            a = await call(c, "exec_write", { job_id: job, input });
+          }
           if (expect === "denied") {
             assert.equal(errorOf(a)?.code, "DENIED_BY_POLICY", shown(a));
             continue;

@@ -528,3 +528,47 @@ Deno.test("a closed mission session interrupts the mission; an operator can canc
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("a program held at exec for approval in the mission session means needs_attention", async () => {
+  const home = await homeWith();
+  const work = await Deno.makeTempDir();
+  try {
+    await using d = await startDaemon(home);
+    await using c = await stdioClient(home, ["--agent", "dev"]);
+    const m = await newMission(c, ["Repair under approval"]);
+    // A copy of touch passes the command's text; its execve meets the confirm rule.
+    await Deno.copyFile("/usr/bin/touch", `${work}/t`);
+    await Deno.chmod(`${work}/t`, 0o755);
+    const st = await call(c, "exec_start", {
+      command: [`${work}/t ${work}/fixed; echo rc=$?`],
+      session: m.session_id,
+    });
+    const api = operatorFetch(d);
+    let held: S | undefined;
+    for (let i = 0; i < 200 && !held; i++) {
+      const list = await (await api("/approvals")).json() as { approvals: S[] };
+      held = list.approvals.find((a) => a.exec !== undefined);
+      if (!held) await new Promise((r) => setTimeout(r, 25));
+    }
+    assert.ok(held, "the exec-time approval is listed");
+    const waiting = await call(c, "mission_get", { mission_id: m.mission_id });
+    assert.equal(waiting.status, "needs_attention");
+    const deny = await api(`/approvals/${held.approval_id}/deny`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(deny.status, 200, await deny.text());
+    const w = await call(c, "exec_wait", { job_id: st.job_id, timeout_ms: 10_000 });
+    assert.match(String(w.output), /rc=126/);
+    assert.equal((await call(c, "mission_get", { mission_id: m.mission_id })).status, "running");
+    const tl = await call(c, "mission_get", { mission_id: m.mission_id });
+    assert.ok(
+      JSON.stringify(tl.timeline).includes("at exec for approval"),
+      "the timeline shows the held exec",
+    );
+  } finally {
+    await Deno.remove(home, { recursive: true });
+    await Deno.remove(work, { recursive: true });
+  }
+});

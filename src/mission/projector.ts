@@ -21,6 +21,8 @@ const TIMELINE_EVENTS = new Set([
   "job.finished",
   "approval.requested",
   "approval.resolved",
+  "exec.approval_requested",
+  "exec.denied",
   "policy.denied",
   "admission.refused",
   "input.written",
@@ -39,6 +41,7 @@ const TIMELINE_EVENTS = new Set([
 const REACTS_TO = new Set([
   "job.requested",
   "approval.requested",
+  "exec.approval_requested",
   "approval.resolved",
   "session.closed",
 ]);
@@ -146,6 +149,7 @@ export class MissionProjector {
           if (m.status === "planned") this.#setStatus(m.id, "running", system, "a job started");
           break;
         case "approval.requested":
+        case "exec.approval_requested":
           if (m.status === "planned" || m.status === "running") {
             this.#setStatus(
               m.id,

@@ -77,6 +77,12 @@ export function summarize(event: string, d: Record<string, unknown>): string {
       } after ${d.duration_ms ?? "?"} ms, ${d.output_bytes ?? 0} bytes of output`;
     case "approval.requested":
       return `${job} waits for approval ${d.approval_id}: ${short(d.command)}`;
+    case "exec.approval_requested":
+      return `${job} holds ${short(d.argv)} at exec for approval ${d.approval_id}`;
+    case "exec.denied":
+      return `${job} stopped at exec: ${short(d.argv)} — ${
+        short((d.decision as { reason?: string } | undefined)?.reason ?? "")
+      }`;
     case "approval.resolved":
       return `approval ${d.approval_id} ${
         d.approved ? "approved" : d.reason === "expired" ? "expired" : "denied"

@@ -39,4 +39,4 @@ export {
   preloadNative,
   sys,
   SysError,
-} from "./_sys.ts";
+} from "../../ffi/mod.ts";

@@ -11,9 +11,8 @@
  * kernel may still be waiting on it. The loop runs only while something is registered, so an
  * idle process holds no pending call and can exit; `stop()` ends it on shutdown.
  */
-import { LINUX } from "../../ffi/mod.ts";
+import { check, LINUX, sys } from "../../ffi/mod.ts";
 import { logger } from "../shared/mod.ts";
-import { check, sys } from "./_sys.ts";
 
 const log = logger("pty");
 

@@ -3,8 +3,7 @@
  * Every function returns `undefined` when the process is gone or the file is unreadable: a
  * process can exit between any two reads, so absence is normal, not an error.
  */
-import { LINUX } from "../../ffi/mod.ts";
-import { cstr, decodeCString, sys } from "./_sys.ts";
+import { cstr, decodeCString, LINUX, sys } from "../../ffi/mod.ts";
 
 const decoder = new TextDecoder();
 const readBuf = new Uint8Array(16384);

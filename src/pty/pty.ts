@@ -9,8 +9,18 @@
  * Ownership: the Pty owns its master fd, its pidfd and the child; `close()` (idempotent) tears
  * all of them down, including grandchildren that left the process group.
  */
-import { LINUX, SIGNALS } from "../../ffi/mod.ts";
-import { check, checkRc, cstr, cstrArray, decodeCString, errno, sys, SysError } from "./_sys.ts";
+import {
+  check,
+  checkRc,
+  cstr,
+  cstrArray,
+  decodeCString,
+  errno,
+  LINUX,
+  SIGNALS,
+  sys,
+  SysError,
+} from "../../ffi/mod.ts";
 import { type Poller, sharedPoller } from "./poller.ts";
 import { descendantsOf, pidsInSession, procStat } from "./procfs.ts";
 

@@ -13,8 +13,7 @@
  *
  * It imports only the sandbox's own mechanics, so it starts in tens of milliseconds.
  */
-import { LINUX } from "../../ffi/mod.ts";
-import { cstr, cstrArray, errno, sys } from "../pty/mod.ts";
+import { cstr, cstrArray, errno, LINUX, sys } from "../../ffi/mod.ts";
 import { applyLandlock } from "./landlock.ts";
 import { canMount, hideWithMounts } from "./mounts.ts";
 import { installExecFilter } from "./seccomp.ts";

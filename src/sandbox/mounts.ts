@@ -11,8 +11,7 @@
  * namespace needs a single-threaded caller, and the launcher is a Deno process): they fall back
  * to Landlock's rules. Synchronous calls only: the namespace belongs to the calling thread.
  */
-import { LINUX } from "../../ffi/mod.ts";
-import { cstr, errno, sys, SysError } from "../pty/mod.ts";
+import { cstr, errno, LINUX, sys, SysError } from "../../ffi/mod.ts";
 
 const NULL = null as unknown as Uint8Array;
 const O_DIRECTORY = Deno.build.arch === "aarch64" ? 0o40000 : 0o200000;

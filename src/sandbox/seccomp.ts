@@ -12,8 +12,7 @@
  * syscall (after reading its memory: a pid can die and be reused), `allow(id)` lets the kernel
  * run it (SECCOMP_USER_NOTIF_FLAG_CONTINUE), `deny(id, errno)` fails it.
  */
-import { LINUX, syscalls } from "../../ffi/mod.ts";
-import { errno, sys, SysError } from "../pty/mod.ts";
+import { errno, LINUX, sys, syscalls, SysError } from "../../ffi/mod.ts";
 
 // seccomp(2) operations and flags.
 const SECCOMP_SET_MODE_FILTER = 1;

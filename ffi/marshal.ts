@@ -1,8 +1,9 @@
 /**
  * Thin helpers over the libc symbols: the single place where `-1`/errno becomes a typed error,
- * C string and pointer-array marshalling. Internal to src/pty.
+ * C string and pointer-array marshalling. Here (not in src/pty) so the session launcher can use
+ * them without loading anything else: it starts in the time a `deno run` takes.
  */
-import { type Libc, openLibc } from "../../ffi/mod.ts";
+import { type Libc, openLibc } from "./open.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

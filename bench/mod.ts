@@ -523,6 +523,10 @@ await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
     `    exec decision (read target memory, resolve, identity cache, policy): p50 ${st.p50Us} µs, ` +
       `p99 ${st.p99Us} µs over ${st.decisions} execs (target p50 ≤ 50 µs)`,
   );
+  out(
+    `    after-exec check (held frozen until the new image is verified; ${st.verified} execs ` +
+      `could race, e.g. as root): p50 ${st.verifyP50Us} µs, p99 ${st.verifyP99Us} µs`,
+  );
   await gated[Symbol.asyncDispose]();
   await plain[Symbol.asyncDispose]();
 }

@@ -9,6 +9,7 @@ import {
   type EngineLimits,
   type EngineOptions,
   type EngineOutputOptions,
+  type GateStats,
   type Job,
 } from "../engine/mod.ts";
 import { type Clock, type EventBus, logger, systemClock } from "../shared/mod.ts";
@@ -122,13 +123,7 @@ export class Control {
   }
 
   /** The exec gate's counters and decision latency (bench, diagnostics). */
-  execGateStats(): {
-    decisions: number;
-    allowed: number;
-    denied: number;
-    p50Us: number;
-    p99Us: number;
-  } {
+  execGateStats(): GateStats {
     return this.#engine.sandbox.gateStats();
   }
 

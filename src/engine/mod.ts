@@ -19,6 +19,7 @@ export type {
   ExecEvent,
   ExecGateMode,
   Feature,
+  GateStats,
   SandboxReport,
 } from "../sandbox/mod.ts";
 export {

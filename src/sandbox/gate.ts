@@ -83,9 +83,16 @@ export interface GateStats {
   decisions: number;
   allowed: number;
   denied: number;
-  /** Microseconds from notification read to answer, synchronous decisions only (last 4096). */
+  /**
+   * Microseconds from notification read to the decision (memory, resolution, identity, policy),
+   * synchronous decisions only (last 4096).
+   */
   p50Us: number;
   p99Us: number;
+  /** Execs held and checked after exec (a race was possible), and how long that held them. */
+  verified: number;
+  verifyP50Us: number;
+  verifyP99Us: number;
 }
 
 const SAMPLES = 4096;
@@ -115,6 +122,8 @@ export class ExecGate<C> {
   readonly #onRace: RaceReport<C> | undefined;
   readonly #attached = new Map<number, Attached<C>>();
   #samples = new Float64Array(SAMPLES);
+  #verifySamples = new Float64Array(SAMPLES);
+  #verifyCount = 0;
   #sampleCount = 0;
   #decisions = 0;
   #allowed = 0;
@@ -149,15 +158,23 @@ export class ExecGate<C> {
   }
 
   stats(): GateStats {
-    const n = Math.min(this.#sampleCount, SAMPLES);
-    const sorted = Array.from(this.#samples.subarray(0, n)).sort((a, b) => a - b);
-    const q = (p: number) => n === 0 ? 0 : sorted[Math.min(n - 1, Math.floor(p * n))]!;
+    const pct = (samples: Float64Array, count: number) => {
+      const n = Math.min(count, SAMPLES);
+      const sorted = Array.from(samples.subarray(0, n)).sort((a, b) => a - b);
+      const q = (p: number) => n === 0 ? 0 : sorted[Math.min(n - 1, Math.floor(p * n))]!;
+      return [Math.round(q(0.5) * 10000) / 10, Math.round(q(0.99) * 10000) / 10] as const;
+    };
+    const [p50Us, p99Us] = pct(this.#samples, this.#sampleCount);
+    const [verifyP50Us, verifyP99Us] = pct(this.#verifySamples, this.#verifyCount);
     return {
       decisions: this.#decisions,
       allowed: this.#allowed,
       denied: this.#denied,
-      p50Us: Math.round(q(0.5) * 1000 * 10) / 10,
-      p99Us: Math.round(q(0.99) * 1000 * 10) / 10,
+      p50Us,
+      p99Us,
+      verified: this.#verifyCount,
+      verifyP50Us,
+      verifyP99Us,
     };
   }
 
@@ -318,17 +335,21 @@ export class ExecGate<C> {
     t0: number | undefined,
     ev?: ExecEvent,
   ): void {
+    this.#decisions++;
     if (ans.allow) {
       const hold = ans.verify && ev && mayRace(n.pid, ev) ? this.#holdOf?.(a.ctx) : undefined;
-      if (hold && ev) this.#allowVerified(a, n, ev, hold);
-      else a.listener.allow(n.id);
+      if (t0 !== undefined) this.#samples[this.#sampleCount++ % SAMPLES] = performance.now() - t0;
       this.#allowed++;
+      if (hold && ev) {
+        const v0 = performance.now();
+        this.#allowVerified(a, n, ev, hold);
+        this.#verifySamples[this.#verifyCount++ % SAMPLES] = performance.now() - v0;
+      } else a.listener.allow(n.id);
     } else {
       a.listener.deny(n.id, ans.errno ?? LINUX.EACCES);
       this.#denied++;
+      if (t0 !== undefined) this.#samples[this.#sampleCount++ % SAMPLES] = performance.now() - t0;
     }
-    this.#decisions++;
-    if (t0 !== undefined) this.#samples[this.#sampleCount++ % SAMPLES] = performance.now() - t0;
   }
 }
 

@@ -202,8 +202,10 @@ export class ExecGate<C> {
     // little; a slower one is finished later, off this turn (it stays frozen meanwhile), so no
     // session can hold the daemon's thread for long.
     const spinUntil = performance.now() + VERIFY_SPIN_MS;
-    while (!hold.hold.frozen()) {
-      if (!procStat(tgid)) return; // gone (killed or exited): nothing to check
+    for (let spins = 0; !hold.hold.frozen(); spins++) {
+      // gone (killed or exited): nothing to check. Asked now and then: each look is a /proc read
+      // competing with the exec for the CPU.
+      if (spins % 16 === 15 && !procStat(tgid)) return;
       if (performance.now() >= spinUntil) {
         a.pending++;
         this.#verifyLater(a, ev, hold, tgid, before, performance.now() + VERIFY_WAIT_MS);

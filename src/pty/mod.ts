@@ -29,14 +29,4 @@ export {
   readLink,
   readProcFile,
 } from "./procfs.ts";
-export {
-  check,
-  checkRc,
-  cstr,
-  cstrArray,
-  decodeCString,
-  errno,
-  preloadNative,
-  sys,
-  SysError,
-} from "../../ffi/mod.ts";
+export { preloadNative, SysError } from "../../ffi/mod.ts";

@@ -11,8 +11,8 @@
  * killable, until then. Bounds: 64 notifications handled per listener per poll round, paths of
  * 4096 bytes, argv of 4096 strings / 256 KiB in all (what is cut is flagged `truncated`).
  */
-import { LINUX, syscalls } from "../../ffi/mod.ts";
-import { cstr, errno, type Poller, procStat, readProcFile, sharedPoller, sys } from "../pty/mod.ts";
+import { cstr, errno, LINUX, sys, syscalls } from "../../ffi/mod.ts";
+import { type Poller, procStat, readProcFile, sharedPoller } from "../pty/mod.ts";
 import { logger } from "../shared/mod.ts";
 import { type FileIdentity, fileIdentity, shebang, statId } from "./identity.ts";
 import { Listener, type Notification } from "./seccomp.ts";

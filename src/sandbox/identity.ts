@@ -9,8 +9,7 @@
  * says so with `partial`). Only regular files have an identity; nothing here blocks.
  */
 import { createHash } from "node:crypto";
-import { LINUX } from "../../ffi/mod.ts";
-import { cstr, sys } from "../pty/mod.ts";
+import { cstr, LINUX, sys } from "../../ffi/mod.ts";
 
 /** Hashed per file on the daemon's thread (≈ 10 ms here): beyond, a prefix and the size. */
 export const MAX_HASHED_BYTES = 8 * 1024 * 1024;

@@ -9,8 +9,8 @@
  * daemon's thread. Every wait has a deadline (LAUNCH_TIMEOUT_MS).
  */
 import { fileURLToPath } from "node:url";
-import { LINUX, syscalls } from "../../ffi/mod.ts";
-import { errno, type Poller, sharedPoller, sys, SysError } from "../pty/mod.ts";
+import { errno, LINUX, sys, syscalls, SysError } from "../../ffi/mod.ts";
+import { type Poller, sharedPoller } from "../pty/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
 import type { LaunchFailed, LaunchReady, LaunchSpec } from "./spec.ts";
 

@@ -12,16 +12,14 @@
  */
 import {
   allPids,
-  cstr,
   procStat,
   type Pty,
   Pty as PtyClass,
   type PtySpawnOptions,
   readProcFile,
-  sys,
 } from "../pty/mod.ts";
 import { logger } from "../shared/mod.ts";
-import { LINUX, syscalls } from "../../ffi/mod.ts";
+import { cstr, LINUX, sys, syscalls } from "../../ffi/mod.ts";
 import { type Cgroup, CgroupTree, detectCgroup } from "./cgroup.ts";
 import { type ExecDecider, type ExecEvent, ExecGate, type GateStats } from "./gate.ts";
 import { landlockAbi } from "./landlock.ts";

@@ -521,7 +521,7 @@ export class AuditLog {
     data: Record<string, unknown> = {},
   ): Promise<AuditRecord> {
     const alone = this.#syncing === null && this.#syncWaiters.length === 0 &&
-      performance.now() - this.#lastDurableAt > LONE_INTENT_GAP_MS;
+      this.#o.clock.mono() - this.#lastDurableAt > LONE_INTENT_GAP_MS;
     // A lone intent is synced on this thread: no hand-off to the blocking pool and back, which
     // costs more than the fdatasync itself here. Intents that come close together share one
     // sync off the main thread instead, so concurrent agents do not wait on each other. "Close"
@@ -531,10 +531,10 @@ export class AuditLog {
       try {
         return this.#append(actor, event, data, true);
       } finally {
-        this.#lastDurableAt = performance.now();
+        this.#lastDurableAt = this.#o.clock.mono();
       }
     }
-    this.#lastDurableAt = performance.now();
+    this.#lastDurableAt = this.#o.clock.mono();
     const rec = this.#append(actor, event, data, false);
     await this.durable(rec.seq);
     return rec;

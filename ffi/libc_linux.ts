@@ -220,8 +220,6 @@ export const LINUX = {
   PR_CAPBSET_DROP: 24,
   CAP_SYS_PTRACE: 19,
   PR_GET_CHILD_SUBREAPER: 37,
-  /** struct stat (glibc x86_64): st_dev 0, st_ino 8, st_mode 24 (u32), st_size 48, st_mtim 88. */
-  SIZEOF_STAT: 144,
 } as const;
 
 /** Syscall numbers glibc has no wrapper for, by architecture. */

@@ -87,3 +87,62 @@ export function decodeCString(buf: Uint8Array): string {
   const end = buf.indexOf(0);
   return decoder.decode(end === -1 ? buf : buf.subarray(0, end));
 }
+
+/** What `stat` says of a file (the fields Termada reads). */
+export interface FileStat {
+  dev: bigint;
+  ino: bigint;
+  /** st_mode: type (`& S_IFMT`) and permission bits. */
+  mode: number;
+  uid: number;
+  gid: number;
+  size: number;
+  /** st_mtim and st_ctim as "seconds.nanoseconds" (exact, for cache keys). */
+  mtime: string;
+  ctime: string;
+}
+
+export const S_IFMT = 0o170000;
+export const S_IFREG = 0o100000;
+export const S_IFDIR = 0o040000;
+export const S_IFLNK = 0o120000;
+
+/**
+ * struct stat offsets (glibc): dev, ino, size and the times sit alike on x86_64 and aarch64;
+ * mode, uid and gid do not (x86_64 has a 64-bit st_nlink before st_mode).
+ */
+const STAT = Deno.build.arch === "aarch64"
+  ? { mode: 16, uid: 24, gid: 28 }
+  : { mode: 24, uid: 28, gid: 32 };
+const statBuf = new Uint8Array(256); // ≥ sizeof(struct stat) on both architectures
+const statView = new DataView(statBuf.buffer);
+
+function readStat(): FileStat {
+  const v = statView;
+  return {
+    dev: v.getBigUint64(0, true),
+    ino: v.getBigUint64(8, true),
+    mode: v.getUint32(STAT.mode, true),
+    uid: v.getUint32(STAT.uid, true),
+    gid: v.getUint32(STAT.gid, true),
+    size: Number(v.getBigInt64(48, true)),
+    mtime: `${v.getBigInt64(88, true)}.${v.getBigInt64(96, true)}`,
+    ctime: `${v.getBigInt64(104, true)}.${v.getBigInt64(112, true)}`,
+  };
+}
+
+/** `stat(2)` (following symlinks), or undefined with errno set. */
+export function statPath(path: string | Uint8Array): FileStat | undefined {
+  let p: Uint8Array;
+  try {
+    p = typeof path === "string" ? cstr(path) : path;
+  } catch {
+    return undefined; // a NUL in the path names no file
+  }
+  return sys().stat(p, statBuf) === 0 ? readStat() : undefined;
+}
+
+/** `fstat(2)` of an open fd, or undefined with errno set. */
+export function statFd(fd: number): FileStat | undefined {
+  return sys().fstat(fd, statBuf) === 0 ? readStat() : undefined;
+}

@@ -259,6 +259,10 @@ Deno.test("exec_kill on a job that ended ends the children it left running", asy
       });
       assert.equal(r.status, "exited", JSON.stringify(r));
       await until(() => sleeping(ENDED_SESSION), () => `sleep ${ENDED_SESSION} not running`);
+      // Shown as the ended job's own.
+      const seen = await call(c, "exec_poll", { job_id: r.job_id });
+      const left = (seen.left_running ?? []) as number[];
+      assert.ok(left.some((pid) => argvOf(pid)[1] === String(ENDED_SESSION)), JSON.stringify(seen));
       const k = await call(c, "exec_kill", { job_id: r.job_id, grace_ms: GRACE_MS });
       await assertGone([ENDED_SESSION], "exec_kill of the ended job");
       assert.deepEqual(k.survivors, []);

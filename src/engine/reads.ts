@@ -161,6 +161,10 @@ export class JobReader {
     if (job.status === "pending_approval" && job.approvalId) v.approval_id = job.approvalId;
     if (job.blocked.length > 0) v.blocked = job.blocked.map((b) => ({ ...b, argv: [...b.argv] }));
     if (job.survivors !== undefined) v.survivors = job.survivors.map((s) => ({ ...s }));
+    if (job.final && job.processes) {
+      const left = job.processes.list();
+      if (left.length > 0) v.left_running = left.slice(0, 16).map((p) => p.pid);
+    }
     return v;
   }
 

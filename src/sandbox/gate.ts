@@ -11,9 +11,9 @@
  * killable, until then. Bounds: 64 notifications handled per listener per poll round, paths of
  * 4096 bytes, argv of 4096 strings / 256 KiB in all (what is cut is flagged `truncated`).
  */
-import { cstr, errno, LINUX, sys, syscalls } from "../../ffi/mod.ts";
+import { cstr, errno, LINUX, statPath, sys, syscalls } from "../../ffi/mod.ts";
 import { type Poller, procStat, readProcFile, sharedPoller } from "../pty/mod.ts";
-import { logger } from "../shared/mod.ts";
+import { concatBytes, logger } from "../shared/mod.ts";
 import { type FileIdentity, fileIdentity, shebang, statId } from "./identity.ts";
 import { Listener, type Notification } from "./seccomp.ts";
 
@@ -396,14 +396,7 @@ function readString(fd: number, addr: bigint, max: number): { s: string; cut: bo
 }
 
 function join(parts: Uint8Array[], total: number): string {
-  if (parts.length === 1) return decoder.decode(parts[0]);
-  const all = new Uint8Array(total);
-  let o = 0;
-  for (const p of parts) {
-    all.set(p, o);
-    o += p.length;
-  }
-  return decoder.decode(all);
+  return decoder.decode(concatBytes(parts, total));
 }
 
 function readArgv(fd: number, addr: bigint): { argv: string[]; truncated: boolean } {
@@ -643,18 +636,11 @@ function parentOf(path: string): string | undefined {
   return i <= 0 ? "/" : path.slice(0, i);
 }
 
-const modeBuf = new Uint8Array(256);
-const MODE_OFFSET = Deno.build.arch === "aarch64" ? 16 : 24;
-const UID_OFFSET = Deno.build.arch === "aarch64" ? 24 : 28;
-
 /** Could `uid` (with `gids`) modify this file or directory (write, or rename entries in it)? */
 function writable(path: string, uid: number, gids: Set<number>): boolean {
-  if (sys().stat(cstr(path), modeBuf) !== 0) return true;
-  const v = new DataView(modeBuf.buffer);
-  const mode = v.getUint32(MODE_OFFSET, true);
-  const owner = v.getUint32(UID_OFFSET, true);
-  const group = v.getUint32(UID_OFFSET + 4, true);
-  if (owner === uid) return true; // even without a write bit: the owner can chmod it
-  if (gids.has(group) && (mode & 0o020)) return true;
-  return (mode & 0o002) !== 0;
+  const st = statPath(path);
+  if (!st) return true;
+  if (st.uid === uid) return true; // even without a write bit: the owner can chmod it
+  if (gids.has(st.gid) && (st.mode & 0o020)) return true;
+  return (st.mode & 0o002) !== 0;
 }

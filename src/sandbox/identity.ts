@@ -9,7 +9,16 @@
  * says so with `partial`). Only regular files have an identity; nothing here blocks.
  */
 import { createHash } from "node:crypto";
-import { cstr, LINUX, sys } from "../../ffi/mod.ts";
+import {
+  cstr,
+  type FileStat,
+  LINUX,
+  S_IFMT,
+  S_IFREG,
+  statFd,
+  statPath,
+  sys,
+} from "../../ffi/mod.ts";
 
 /** Hashed per file on the daemon's thread (≈ 10 ms here): beyond, a prefix and the size. */
 export const MAX_HASHED_BYTES = 8 * 1024 * 1024;
@@ -28,49 +37,19 @@ export interface FileIdentity {
 }
 
 const cache = new Map<string, FileIdentity>();
-const statBuf = new Uint8Array(LINUX.SIZEOF_STAT);
-const statView = new DataView(statBuf.buffer);
 const chunk = new Uint8Array(1 << 20);
-let hits = 0;
-let misses = 0;
 
-const MODE_OFFSET = Deno.build.arch === "aarch64" ? 16 : 24;
-const S_IFMT = 0o170000;
-const S_IFREG = 0o100000;
-
-interface StatKey {
-  dev: bigint;
-  ino: bigint;
-  size: number;
-  regular: boolean;
-  key: string;
+/** The cache key: what changes when the file does (ctime too: mtime can be set back). */
+function keyOf(st: FileStat): string {
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtime}:${st.ctime}`;
 }
 
-/** dev, ino, size, type, mtime and ctime from the stat buffer just filled. */
-function keyOf(): StatKey {
-  const dev = statView.getBigUint64(0, true);
-  const ino = statView.getBigUint64(8, true);
-  const size = Number(statView.getBigInt64(48, true));
-  const regular = (statView.getUint32(MODE_OFFSET, true) & S_IFMT) === S_IFREG;
-  // ctime too: a user can set mtime back (touch -d), never ctime.
-  const m = `${statView.getBigInt64(88, true)}.${statView.getBigInt64(96, true)}`;
-  const c = `${statView.getBigInt64(104, true)}.${statView.getBigInt64(112, true)}`;
-  return { dev, ino, size, regular, key: `${dev}:${ino}:${size}:${m}:${c}` };
-}
-
-/** stat of a path (following symlinks), or undefined. */
-function statKey(path: Uint8Array): StatKey | undefined {
-  return sys().stat(path, statBuf) === 0 ? keyOf() : undefined;
-}
+const isRegular = (st: FileStat) => (st.mode & S_IFMT) === S_IFREG;
 
 /** dev and inode of the file at `path` (following links, `/proc/<pid>/exe` too). */
 export function statId(path: string): { dev: bigint; ino: bigint } | undefined {
-  try {
-    const st = statKey(cstr(path));
-    return st ? { dev: st.dev, ino: st.ino } : undefined;
-  } catch {
-    return undefined;
-  }
+  const st = statPath(path);
+  return st ? { dev: st.dev, ino: st.ino } : undefined;
 }
 
 /**
@@ -86,16 +65,15 @@ export function fileIdentity(path: string): FileIdentity | undefined {
   } catch {
     return undefined;
   }
-  const st = statKey(p);
-  if (st === undefined || !st.regular) return undefined;
-  const cached = cache.get(st.key);
+  const st = statPath(p);
+  if (st === undefined || !isRegular(st)) return undefined;
+  const key = keyOf(st);
+  const cached = cache.get(key);
   if (cached) {
-    hits++;
-    cache.delete(st.key);
-    cache.set(st.key, cached);
+    cache.delete(key);
+    cache.set(key, cached);
     return cached;
   }
-  misses++;
   const libc = sys();
   const fd = libc.open(p, LINUX.O_RDONLY | LINUX.O_NONBLOCK | LINUX.O_NOCTTY | LINUX.O_CLOEXEC, 0);
   if (fd < 0) return undefined;
@@ -103,9 +81,8 @@ export function fileIdentity(path: string): FileIdentity | undefined {
   let head = new Uint8Array(0);
   let total = 0;
   try {
-    if (libc.fstat(fd, statBuf) !== 0) return undefined;
-    const now = keyOf();
-    if (!now.regular || now.dev !== st.dev || now.ino !== st.ino) return undefined;
+    const now = statFd(fd);
+    if (!now || !isRegular(now) || now.dev !== st.dev || now.ino !== st.ino) return undefined;
     while (total < MAX_HASHED_BYTES) {
       const want = Math.min(chunk.length, MAX_HASHED_BYTES - total);
       const n = Number(libc.read(fd, chunk, BigInt(want)));
@@ -128,14 +105,9 @@ export function fileIdentity(path: string): FileIdentity | undefined {
     partial: total < st.size,
     head,
   };
-  cache.set(st.key, id);
+  cache.set(key, id);
   if (cache.size > CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
   return id;
-}
-
-/** Cache counters (for the bench and `capabilities`). */
-export function identityCacheStats(): { entries: number; hits: number; misses: number } {
-  return { entries: cache.size, hits, misses };
 }
 
 /** `#!interpreter [one argument]` of a script's first line, or undefined. */

@@ -43,7 +43,16 @@
  * - At most {@link MAX_LANDLOCK_RULES} rules (one per sibling); beyond that, on a chain directory
  *   the caller cannot list, and on any other failure it throws before restricting anything.
  */
-import { type Libc, LINUX, openLibc, syscalls } from "../../ffi/mod.ts";
+import {
+  type Libc,
+  LINUX,
+  openLibc,
+  S_IFDIR,
+  S_IFLNK,
+  S_IFMT,
+  statFd,
+  syscalls,
+} from "../../ffi/mod.ts";
 
 /** Landlock filesystem rights, bit i = entry i: [name, first ABI, applies to non-directories]. */
 const FS_RIGHTS = [
@@ -75,18 +84,15 @@ const LANDLOCK_SCOPE_SIGNAL = 2n;
 export const MAX_LANDLOCK_RULES = 4096;
 
 const O_PATH = 0o10000000;
-const S_IFMT = 0o170000;
-const S_IFDIR = 0o040000;
-const S_IFLNK = 0o120000;
 const ENOENT = 2;
 const ELOOP = 40;
 const EBADFD = 77;
 /** Symlinks followed while resolving one hidden path (the kernel's own limit). */
 const MAX_SYMLINKS = 40;
-/** The two flags and offsets that differ between the architectures we run on. */
+/** The open flag that differs between the architectures we run on (stat offsets: ffi/marshal.ts). */
 const ARCH = {
-  x86_64: { O_NOFOLLOW: 0o400000, ST_MODE_OFFSET: 24 },
-  aarch64: { O_NOFOLLOW: 0o100000, ST_MODE_OFFSET: 16 },
+  x86_64: { O_NOFOLLOW: 0o400000 },
+  aarch64: { O_NOFOLLOW: 0o100000 },
 } as const;
 
 export interface LandlockOptions {
@@ -327,16 +333,13 @@ class Sys {
       if (this.#errno() === ENOENT) return { fd: -1, mode: 0 };
       this.#fail(step, path, "open");
     }
-    const st = new Uint8Array(256); // ≥ sizeof(struct stat) on both architectures
-    if (this.libc.fstat(fd, st) === -1) {
+    const st = statFd(fd);
+    if (!st) {
       const errno = this.#errno(); // before close() can overwrite it
       this.libc.close(fd);
       this.#fail(step, path, "fstat", errno);
     }
-    return {
-      fd,
-      mode: new DataView(st.buffer).getUint32(this.#arch.ST_MODE_OFFSET, true) & S_IFMT,
-    };
+    return { fd, mode: st.mode & S_IFMT };
   }
 
   /**

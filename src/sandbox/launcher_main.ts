@@ -13,7 +13,7 @@
  *
  * It imports only the sandbox's own mechanics, so it starts in tens of milliseconds.
  */
-import { cstr, cstrArray, errno, LINUX, sys } from "../../ffi/mod.ts";
+import { cstr, cstrArray, errno, LINUX, S_IFMT, S_IFREG, statPath, sys } from "../../ffi/mod.ts";
 import { applyLandlock } from "./landlock.ts";
 import { canMount, hideWithMounts } from "./mounts.ts";
 import { installExecFilter } from "./seccomp.ts";
@@ -75,18 +75,13 @@ function readLine(limit: number): string | undefined {
   return new TextDecoder().decode(all);
 }
 
-const MODE_OFFSET = Deno.build.arch === "aarch64" ? 16 : 24;
-
 /** PATH lookup as execvp does it: the first regular, executable file (or the name with a /). */
 function resolveProgram(name: string, pathVar: string): string | undefined {
   if (name.includes("/")) return name;
-  const st = new Uint8Array(256);
-  const view = new DataView(st.buffer);
   for (const dir of pathVar.split(":")) {
     const file = `${dir === "" ? "." : dir}/${name}`;
-    if (sys().stat(cstr(file), st) !== 0) continue;
-    const mode = view.getUint32(MODE_OFFSET, true);
-    if ((mode & 0o170000) === 0o100000 && (mode & 0o111) !== 0) return file;
+    const st = statPath(file);
+    if (st && (st.mode & S_IFMT) === S_IFREG && (st.mode & 0o111) !== 0) return file;
   }
   return undefined;
 }

@@ -21,7 +21,7 @@ export {
   GATE_LIMITS,
   type GateStats,
 } from "./gate.ts";
-export { type FileIdentity, fileIdentity, identityCacheStats } from "./identity.ts";
+export { type FileIdentity, fileIdentity } from "./identity.ts";
 export { runLauncher } from "./launcher_main.ts";
 export { nowTicks, ProcessScope } from "./scope.ts";
 export { type EscalateResult, type Survivor } from "./reaper.ts";

@@ -11,17 +11,14 @@
  * namespace needs a single-threaded caller, and the launcher is a Deno process): they fall back
  * to Landlock's rules. Synchronous calls only: the namespace belongs to the calling thread.
  */
-import { cstr, errno, LINUX, sys, SysError } from "../../ffi/mod.ts";
+import { cstr, errno, LINUX, S_IFDIR, S_IFMT, statPath, sys, SysError } from "../../ffi/mod.ts";
 
 const NULL = null as unknown as Uint8Array;
 const O_DIRECTORY = Deno.build.arch === "aarch64" ? 0o40000 : 0o200000;
-const STAT_MODE = Deno.build.arch === "aarch64" ? 16 : 24;
-
 function kind(path: string): "dir" | "file" | undefined {
-  const st = new Uint8Array(256);
-  if (sys().stat(cstr(path), st) !== 0) return undefined;
-  const mode = new DataView(st.buffer).getUint32(STAT_MODE, true) & 0o170000;
-  return mode === 0o040000 ? "dir" : "file";
+  const st = statPath(path);
+  if (!st) return undefined;
+  return (st.mode & S_IFMT) === S_IFDIR ? "dir" : "file";
 }
 
 function mount(

@@ -228,10 +228,6 @@ export class Sandbox<C> {
     };
   }
 
-  get execGateActive(): boolean {
-    return this.#seccomp.active;
-  }
-
   gateStats(): GateStats {
     return this.gate.stats();
   }
@@ -359,7 +355,7 @@ function cgroupMountOf(dir: string): string {
 }
 
 /** Reaps zombie children of this process that no Pty is waiting for (adopted orphans). */
-export function reapOrphans(): number {
+function reapOrphans(): number {
   let n = 0;
   const status = new Int32Array(1);
   // A /proc scan, not task/<tid>/children: an orphan may be adopted by any of our threads.
@@ -378,7 +374,7 @@ export function reapOrphans(): number {
  * Afterwards nobody reads the daemon's start-up environment (tokens an operator exported, …)
  * through /proc. Returns whether it was wiped.
  */
-export function scrubEnvironBlock(): boolean {
+function scrubEnvironBlock(): boolean {
   const stat = readProcFile("/proc/self/stat");
   if (stat === undefined) return false;
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");

@@ -156,6 +156,11 @@ export const JobResult = z.object({
     reason: z.string(),
   })).optional(),
   /**
+   * For a job that ended: processes it started that still run (`nohup server &`, a daemon it
+   * forked). They are still its own: `exec_kill` on it ends them. At most 16 pids.
+   */
+  left_running: z.array(z.number().int()).optional(),
+  /**
    * After a kill: the job's processes that could not be ended (empty: none is left — checked
    * through its cgroup or /proc, not by the prompt coming back), each with why.
    */

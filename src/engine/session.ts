@@ -245,9 +245,11 @@ export class Session {
   #trackProcesses(job: Job): void {
     const scope = this.#spawned?.scope;
     if (!scope) return;
-    const from = nowTicks();
+    // One tick (10 ms) of slack each side: /proc start times and the uptime clock are read
+    // at different moments and both truncate to a tick.
+    const from = nowTicks() - 1;
     let to: number | undefined;
-    job.done.then(() => to = nowTicks());
+    job.done.then(() => to = nowTicks() + 1);
     const list = () => scope.startedBetween(from, to);
     job.processes = { list, end: (graceMs) => scope.end({ set: list, graceMs }) };
   }

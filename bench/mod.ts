@@ -12,6 +12,8 @@
  *   (i) what an agent sees (bench/mcp_peer.ts): the SDK client → `termada serve --stdio` → daemon
  *       → warm bash, side by side with the peer `mcp-server-commands`; cold start; 50 agents ×
  *       100 commands, twice, with the daemon's RSS after every client closed
+ *   (k) remote servers over loopback sshd (bench/remote_bench.ts): echo round trip vs ssh
+ *       ControlMaster and fresh ssh, fleet 3 × 100, forward throughput vs ssh -L
  * Prints plain lines (median, p99, MB/s, RSS). No thresholds fail here: targets are printed next
  * to the figures. Set BENCH_QUICK=1 for a short smoke run.
  */
@@ -31,6 +33,7 @@ import { testRuntime } from "../src/control/_test_util.ts";
 import { preloadNative, Pty, readProcFile, sharedPoller } from "../src/pty/mod.ts";
 import { dashboardLatency } from "./dashboard_latency.ts";
 import { mcpPeerBench } from "./mcp_peer.ts";
+import { remoteBench } from "./remote_bench.ts";
 
 preloadNative();
 const QUICK = Deno.env.get("BENCH_QUICK") === "1";
@@ -536,3 +539,6 @@ for (const line of await dashboardLatency(QUICK)) out(line);
 
 // ── (i) the agent's view, side by side with a peer ──────────────────────────
 await mcpPeerBench({ quick: QUICK, out });
+
+// ── (k) remote servers over loopback sshd ───────────────────────────────────
+await remoteBench({ quick: QUICK, out });

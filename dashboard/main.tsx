@@ -14,6 +14,7 @@ import { followStream, type StreamState } from "./sse.ts";
 import { forgetToken, takeToken } from "./token.ts";
 import { SessionCard } from "./terminal.tsx";
 import { MissionsView } from "./missions.tsx";
+import { ServersView } from "./servers.tsx";
 import {
   ActivityView,
   agentRows,
@@ -38,7 +39,15 @@ import "@xterm/xterm/css/xterm.css";
 import "./style.css";
 
 type Conn = "live" | "reconnecting" | "offline";
-type Tab = "sessions" | "approvals" | "missions" | "jobs" | "activity" | "agents" | "policy";
+type Tab =
+  | "sessions"
+  | "approvals"
+  | "missions"
+  | "jobs"
+  | "servers"
+  | "activity"
+  | "agents"
+  | "policy";
 
 /** `#/missions` or `#/missions/<id>`: the Missions tab (and mission) to open. */
 function missionFromHash(): { id?: string } | undefined {
@@ -81,6 +90,8 @@ function App(props: { token: string }): preact.JSX.Element {
   const [mission, setMission] = useState<string | undefined>(() => missionFromHash()?.id);
   // Bumped on mission/job/approval/session events: the Missions view refetches (throttled).
   const [missionPulse, setMissionPulse] = useState(0);
+  // Bumped on server, host key, forward, action and session events: the Servers view refetches.
+  const [serverPulse, setServerPulse] = useState(0);
   const [jobs, setJobs] = useState<OperatorJob[]>([]);
   const [events, setEvents] = useState<FeedEvent[]>([]);
   // Unknown until the first `/api/status` answers (shown as running, like the daemon starts).
@@ -144,6 +155,7 @@ function App(props: { token: string }): preact.JSX.Element {
           setConn("live");
           refresh();
           setMissionPulse((n) => n + 1);
+          setServerPulse((n) => n + 1);
         } else if (s === "offline") {
           setConn("offline");
           if (detail === "HTTP 401") {
@@ -159,6 +171,11 @@ function App(props: { token: string }): preact.JSX.Element {
         ) soon();
         if (m.event === "resync" || /^(mission|job|approval|session)\./.test(m.event)) {
           setMissionPulse((n) => n + 1);
+        }
+        if (
+          m.event === "resync" || /^(server|host_key|forward|action|fleet|session)\./.test(m.event)
+        ) {
+          setServerPulse((n) => n + 1);
         }
         if (m.event === "resync") return;
         let e: FeedEvent;
@@ -379,6 +396,7 @@ function App(props: { token: string }): preact.JSX.Element {
           )}
           {tabButton("missions", "Missions")}
           {tabButton("jobs", "Jobs", <span class="count" data-active-jobs>{activeJobs}</span>)}
+          {tabButton("servers", "Servers")}
           {tabButton("activity", "Activity")}
           {tabButton("agents", "Agents")}
           {tabButton("policy", "Policy")}
@@ -460,6 +478,15 @@ function App(props: { token: string }): preact.JSX.Element {
           sessionIds={sessions.map((s) => s.session_id)}
           onOpenSession={openSession}
           loadOutput={loadOutput}
+        />
+      </main>
+      <main hidden={tab !== "servers"} class={viewClass("servers-view")} data-stale={String(stale)}>
+        {staleNote}
+        <ServersView
+          token={token}
+          visible={tab === "servers"}
+          pulse={serverPulse}
+          sessions={sessions}
         />
       </main>
       <main hidden={tab !== "activity"} class={viewClass("activity")} data-stale={String(stale)}>

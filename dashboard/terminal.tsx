@@ -7,6 +7,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { Terminal } from "@xterm/xterm";
 import { followStream, fromBase64, type StreamState } from "./sse.ts";
 import { mirrorStyles } from "./styles.ts";
+import { SessionTarget } from "./servers.tsx";
 import type { OperatorSession, ToolError } from "../src/wire/mod.ts";
 
 /** A session's card: a live terminal when followed, else a button to follow it. */
@@ -29,6 +30,7 @@ export function SessionCard(
       <header>
         <span class="sid">{s.session_id}</span>
         <span class={`badge ${s.state}`}>{s.state}</span>
+        <SessionTarget session={s} />
         <span class="cwd" title={s.cwd}>{s.shell} · {s.cwd}</span>
         <button type="button" class="follow" onClick={props.onFollow}>Follow live</button>
       </header>
@@ -362,6 +364,7 @@ function SessionTerminal(
       <header>
         <span class="sid">{s.session_id}</span>
         <span class={`badge ${s.state}`}>{s.state}</span>
+        <SessionTarget session={s} />
         <span class="cwd" title={s.cwd}>{s.shell} · {s.cwd}</span>
         <span class={`stream ${state}`}>{state}</span>
         {held && (

@@ -25,6 +25,12 @@ export { DENO_ARGS, type SpawnSpec };
 /** The deno binary running the tests (the real one, not a wrapper script). */
 export const DENO = Deno.execPath();
 /** Arguments of `termada serve --stdio` from source. */
+/** Deno's cache directory (a test with its own HOME passes it on, so nothing re-downloads). */
+export async function denoDir(): Promise<string> {
+  const out = await new Deno.Command(DENO, { args: ["info", "--json"], stdout: "piped" }).output();
+  return JSON.parse(new TextDecoder().decode(out.stdout)).denoDir;
+}
+
 export const SHIM_ARGS: readonly string[] = [...DENO_ARGS, "serve", "--stdio"];
 
 export type Structured = Record<string, unknown>;

@@ -21,7 +21,9 @@ const ALLOWED: Record<string, string[]> = {
   shell: ["shared"],
   policy: ["shared"],
   engine: ["shared", "wire", "output", "pty", "shell", "sandbox"],
-  control: ["shared", "wire", "engine", "output", "store", "audit"],
+  // Beside the engine: SSH mechanics, and the remote launcher the engine starts sessions with.
+  remote: ["shared", "config", "engine", "pty", "shell"],
+  control: ["shared", "wire", "engine", "output", "store", "audit", "policy", "remote"],
   mission: ["shared", "wire", "control", "store", "audit", "shell"],
   mcp: ["shared", "wire", "control", "mission"],
   api: ["shared", "wire", "control", "mcp", "mission"],
@@ -37,6 +39,7 @@ const ALLOWED: Record<string, string[]> = {
     "output",
     "policy",
     "sandbox",
+    "remote",
     "control",
     "mission",
     "mcp",

@@ -18,8 +18,10 @@ import {
   tempHome,
   termadaEnv,
 } from "./_daemon.ts";
+import { TestSshd } from "../src/remote/_test_sshd.ts";
 import {
   callTool,
+  denoDir,
   fails,
   initializeRequest,
   ok,
@@ -32,16 +34,33 @@ import {
 
 const WEB_TOKEN = `conformance-web-${crypto.randomUUID()}`;
 
-/** The shared daemon: a policy with a deny and a confirm rule, and one token agent for HTTP. */
-const CONFIG = `agents:
+/**
+ * The shared daemon: a policy with a deny and a confirm rule, forwards and file rules, one
+ * token agent for HTTP, and one server (a real sshd on 127.0.0.1) named "box".
+ */
+const config = (sshPort: number) =>
+  `agents:
   web:
     token: "\${CONFORMANCE_WEB_TOKEN}"
 policies:
   default:
     deny: ["rm -rf *"]
     confirm: ["touch *"]
+    forwards:
+      allow: ["box:127.0.0.1:*"]
+    files:
+      read:
+        allow: ["/**"]
+      write:
+        allow: ["/tmp/**"]
 approvals:
   confirm_timeout_ms: 60000
+servers:
+  - name: box
+    host: 127.0.0.1
+    port: ${sshPort}
+    user: ${Deno.env.get("USER") ?? "root"}
+    tags: [conformance]
 `;
 
 /** Well-formed ids that name nothing. */
@@ -49,6 +68,7 @@ const FAKE = {
   job: "job_000000000000",
   session: "ses_000000000000",
   mission: "msn_000000000000",
+  forward: "fwd_000000000000",
 } as const;
 
 const UNKNOWN_KEY = "zz_unknown_key";
@@ -59,6 +79,8 @@ type Cleanup = () => unknown | Promise<unknown>;
 interface Fx {
   /** The main agent ("conformance") on the shared daemon. */
   c: Client;
+  /** The sshd behind server "box". */
+  sshd: TestSshd;
   d: RunningDaemon;
   /** A temp directory for files the commands touch. */
   work: string;
@@ -465,7 +487,15 @@ const TOOL_CASES: Record<string, ToolSpec> = {
         await fails(fx.c, "session_create", { cwd: file }, "INVALID_ARGUMENT");
       }),
       errArgs("session_create", "INVALID_ARGUMENT", 'shell "fish"', { shell: "fish" }),
-      errArgs("session_create", "NOT_SUPPORTED", 'target "prod"', { target: "prod" }),
+      errArgs("session_create", "NOT_FOUND", 'target "prod" (no such server)', { target: "prod" }),
+      okCase('opens a session on server "box"', async (fx) => {
+        const r = await ok(fx.c, "session_create", { target: "box" });
+        const id = str(r.session_id, "session_id");
+        fx.defer(() => fx.c.callTool({ name: "session_close", arguments: { session_id: id } }));
+        assert.equal(r.target, "box");
+        const e = await ok(fx.c, "exec_run", { command: ["sh", "-c", "exit 4"], session: id });
+        assert.equal(e.exit_code, 4);
+      }),
       errCase("QUOTA_EXCEEDED", "beyond sessions.max_per_agent", async (fx) => {
         const q = await fx.quota();
         await fails(q, "session_create", {}, "QUOTA_EXCEEDED");
@@ -711,6 +741,186 @@ const TOOL_CASES: Record<string, ToolSpec> = {
       }),
     ],
   },
+
+  server_list: {
+    minimal: {},
+    cases: [
+      okCase("lists the configured server with its tags", async (fx) => {
+        const r = await ok(fx.c, "server_list", {});
+        const box = (r.servers as { name: string; tags: string[] }[]).find((x) => x.name === "box");
+        assert.deepEqual(box?.tags, ["conformance"]);
+      }),
+    ],
+  },
+
+  fleet_run: {
+    minimal: { command: ["true"], servers: ["box"] },
+    cases: [
+      okCase("runs an argv on a server by tag, exact exit code", async (fx) => {
+        const r = await ok(fx.c, "fleet_run", {
+          command: ["sh", "-c", "echo hi; exit 3"],
+          tags: ["conformance"],
+        });
+        const t = (r.targets as Structured[])[0]!;
+        assert.equal(t.server, "box");
+        assert.equal(t.status, "exited");
+        assert.equal(t.exit_code, 3);
+        assert.equal(t.output, "hi\n");
+      }),
+      errArgs("fleet_run", "INVALID_ARGUMENT", "no servers and no tags", { command: ["true"] }),
+      errArgs("fleet_run", "INVALID_ARGUMENT", "an empty argv", { command: [], servers: ["box"] }),
+      errArgs("fleet_run", "NOT_FOUND", "an unknown server", {
+        command: ["true"],
+        servers: ["nope"],
+      }),
+      errArgs("fleet_run", "DENIED_BY_POLICY", "a denied command", {
+        command: ["rm -rf /nonexistent-termada"],
+        servers: ["box"],
+      }),
+    ],
+  },
+
+  port_forward: {
+    minimal: { server: "box", remote_host: "127.0.0.1", remote_port: 1 },
+    cases: [
+      okCase("opens a listener on 127.0.0.1 that reaches the server's sshd", async (fx) => {
+        const f = await ok(fx.c, "port_forward", {
+          server: "box",
+          remote_host: "127.0.0.1",
+          remote_port: fx.sshd.port,
+        });
+        const id = str(f.forward_id, "forward_id");
+        fx.defer(() =>
+          fx.c.callTool({ name: "port_forward_close", arguments: { forward_id: id } })
+        );
+        assert.equal(f.local_address, "127.0.0.1");
+        const conn = await Deno.connect({ hostname: "127.0.0.1", port: f.local_port as number });
+        const buf = new Uint8Array(64);
+        const n = await conn.read(buf);
+        conn.close();
+        assert.match(new TextDecoder().decode(buf.subarray(0, n ?? 0)), /^SSH-2\.0-/);
+      }),
+      errArgs("port_forward", "NOT_FOUND", "an unknown server", {
+        server: "nope",
+        remote_host: "127.0.0.1",
+        remote_port: 80,
+      }),
+      errArgs("port_forward", "DENIED_BY_POLICY", "a remote host no forwards rule allows", {
+        server: "box",
+        remote_host: "10.0.0.1",
+        remote_port: 80,
+      }),
+      errCase("INVALID_ARGUMENT", "a local port already in use", async (fx) => {
+        const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+        try {
+          await fails(fx.c, "port_forward", {
+            server: "box",
+            remote_host: "127.0.0.1",
+            remote_port: fx.sshd.port,
+            local_port: (l.addr as Deno.NetAddr).port,
+          }, "INVALID_ARGUMENT");
+        } finally {
+          l.close();
+        }
+      }),
+      errArgs("port_forward", "INVALID_ARGUMENT", "remote_port 0", {
+        server: "box",
+        remote_host: "127.0.0.1",
+        remote_port: 0,
+      }),
+    ],
+  },
+
+  port_forward_list: {
+    minimal: {},
+    cases: [
+      okCase("lists the caller's forwards", async (fx) => {
+        const f = await ok(fx.c, "port_forward", {
+          server: "box",
+          remote_host: "127.0.0.1",
+          remote_port: fx.sshd.port,
+        });
+        fx.defer(() =>
+          fx.c.callTool({ name: "port_forward_close", arguments: { forward_id: f.forward_id } })
+        );
+        const l = await ok(fx.c, "port_forward_list", {});
+        assert.ok((l.forwards as Structured[]).some((x) => x.forward_id === f.forward_id));
+      }),
+    ],
+  },
+
+  port_forward_close: {
+    minimal: { forward_id: FAKE.forward },
+    cases: [
+      okCase("closes a forward: its port is free again", async (fx) => {
+        const f = await ok(fx.c, "port_forward", {
+          server: "box",
+          remote_host: "127.0.0.1",
+          remote_port: fx.sshd.port,
+        });
+        const r = await ok(fx.c, "port_forward_close", { forward_id: f.forward_id });
+        assert.equal(r.state, "closed");
+        const l = Deno.listen({ hostname: "127.0.0.1", port: f.local_port as number });
+        l.close();
+      }),
+      errArgs("port_forward_close", "NOT_FOUND", "an unknown forward", {
+        forward_id: FAKE.forward,
+      }),
+    ],
+  },
+
+  file_read: {
+    minimal: { path: "/etc/hostname" },
+    cases: [
+      okCase("reads a whole file with its sha256, relative to the session's cwd", async (fx) => {
+        await Deno.writeTextFile(`${fx.work}/r.txt`, "hello\n");
+        const s = await ok(fx.c, "session_create", { cwd: fx.work });
+        fx.defer(() =>
+          fx.c.callTool({ name: "session_close", arguments: { session_id: s.session_id } })
+        );
+        const r = await ok(fx.c, "file_read", { path: "r.txt", session_id: s.session_id });
+        assert.equal(r.content, "hello\n");
+        assert.equal(r.encoding, "utf8");
+        assert.equal(r.eof, true);
+        assert.match(str(r.sha256, "sha256"), /^[0-9a-f]{64}$/);
+      }),
+      errArgs("file_read", "NOT_FOUND", "a missing file", { path: "/nonexistent-termada/x" }),
+      errArgs("file_read", "INVALID_ARGUMENT", "a directory", { path: "/tmp" }),
+      errArgs("file_read", "NOT_FOUND", "an unknown session", { path: "x", session: FAKE.session }),
+      errArgs("file_read", "INVALID_ARGUMENT", "max_bytes over 1 MiB", {
+        path: "/etc/hostname",
+        max_bytes: 2 << 20,
+      }),
+    ],
+  },
+
+  file_write: {
+    minimal: { path: "/tmp/termada-conformance-minimal", content: "x" },
+    cases: [
+      okCase("writes a file atomically and reports size and sha256", async (fx) => {
+        const r = await ok(fx.c, "file_write", { path: `${fx.work}/w.txt`, content: "abc" });
+        assert.equal(r.size, 3);
+        assert.equal(
+          r.sha256,
+          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        );
+        assert.equal(await Deno.readTextFile(`${fx.work}/w.txt`), "abc");
+      }),
+      errArgs("file_write", "DENIED_BY_POLICY", "a path no write rule allows", {
+        path: "/etc/termada-conformance",
+        content: "x",
+      }),
+      errArgs("file_write", "INVALID_ARGUMENT", "both content and base64", {
+        path: "/tmp/termada-conformance-x",
+        content: "x",
+        base64: "eA==",
+      }),
+      errArgs("file_write", "NOT_FOUND", "a missing parent directory", {
+        path: "/tmp/termada-nonexistent-dir/x",
+        content: "x",
+      }),
+    ],
+  },
 };
 
 /** Added to every tool: an unknown key next to valid input is INVALID_ARGUMENT naming it. */
@@ -778,13 +988,22 @@ function lazyDaemon(config: string) {
 }
 
 Deno.test("every tool from tools/list: successes and each error code, valid against its outputSchema", async (t) => {
-  const home = await homeWithConfig(CONFIG);
+  await using sshd = await TestSshd.start();
+  const sshHome = await Deno.makeTempDir({ prefix: "termada-conf-sshhome-" });
+  await Deno.mkdir(`${sshHome}/.ssh`, { mode: 0o700 });
+  await Deno.writeTextFile(`${sshHome}/.ssh/id_ed25519`, sshd.clientKey, { mode: 0o600 });
+  const home = await homeWithConfig(config(sshd.port));
   const work = await Deno.realPath(await Deno.makeTempDir({ prefix: "termada-conf-work-" }));
   const quotaDaemon = lazyDaemon("sessions:\n  max_per_agent: 1\n");
   const stopDaemon = lazyDaemon("");
   let agents = 0;
   try {
-    const env = { CONFORMANCE_WEB_TOKEN: WEB_TOKEN };
+    const env = {
+      CONFORMANCE_WEB_TOKEN: WEB_TOKEN,
+      HOME: sshHome,
+      SSH_AUTH_SOCK: "",
+      DENO_DIR: await denoDir(),
+    };
     await using d = await startDaemon(home, { env });
     await using c = await agentClient(home, "conformance", env);
     const listed = (await c.listTools()).tools.map((tool: { name: string }) =>
@@ -818,6 +1037,7 @@ Deno.test("every tool from tools/list: successes and each error code, valid agai
               c.callTool({ name: "session_close", arguments: { session_id: id } });
             const fx: Fx = {
               c,
+              sshd,
               d,
               work,
               defer,
@@ -901,6 +1121,7 @@ Deno.test("every tool from tools/list: successes and each error code, valid agai
     await stopDaemon.close();
     await Deno.remove(home, { recursive: true });
     await Deno.remove(work, { recursive: true });
+    await Deno.remove(sshHome, { recursive: true });
   }
 });
 

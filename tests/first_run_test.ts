@@ -10,6 +10,7 @@ import { ROOT } from "./_daemon.ts";
 import {
   DENO,
   DENO_ARGS,
+  denoDir,
   initializeRequest,
   ok,
   RawLines,
@@ -28,11 +29,6 @@ const CLAUDE_INSTALL_HINT =
  * `$HOME/.cache/deno` and try to download them; a real user's HOME has them. The launcher
  * points Deno at the cache this test run uses, which changes nothing about Termada.
  */
-async function denoDir(): Promise<string> {
-  const out = await new Deno.Command(DENO, { args: ["info", "--json"], stdout: "piped" }).output();
-  return JSON.parse(new TextDecoder().decode(out.stdout)).denoDir;
-}
-
 const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 
 interface FirstRun extends AsyncDisposable {

@@ -14,15 +14,18 @@ import {
   type DaemonStatus,
   type Decision,
   DecisionInput,
+  type ForwardList,
   JobOutputQuery,
   KillInput,
   MissionCancelInput,
   MissionListInput,
   type OperatorJobList,
   type OperatorKillResult,
+  type OperatorServerList,
   type OperatorSessionList,
   OperatorTypeInput,
   ResizeInput,
+  ServerAddInput,
   StopInput,
   type StopResult,
 } from "../wire/mod.ts";
@@ -97,6 +100,24 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
       { ok: true, approval_id: c.req.param("id"), approved: false } satisfies Decision,
     );
   });
+  // ── servers (src/remote through control) ──
+  api.get("/servers", (c) => c.json(ops.servers() satisfies OperatorServerList));
+  api.post("/servers", async (c) => {
+    const b = await body(c, ServerAddInput);
+    return c.json(await ops.addServer(operatorOf(c), b) satisfies OperatorServerList, 201);
+  });
+  api.delete(
+    "/servers/:name",
+    async (c) =>
+      c.json(
+        await ops.removeServer(operatorOf(c), c.req.param("name")) satisfies OperatorServerList,
+      ),
+  );
+  api.post("/servers/:name/forget-host-key", async (c) => {
+    const n = await ops.forgetHostKey(operatorOf(c), c.req.param("name"));
+    return c.json({ ok: true, server: c.req.param("name"), removed: n });
+  });
+  api.get("/forwards", (c) => c.json(ops.forwards() satisfies ForwardList));
   api.post("/stop", async (c) => {
     const r = await ops.stopAll(operatorOf(c), await body(c, StopInput));
     return c.json({ ok: true, ...r } satisfies StopResult);

@@ -29,6 +29,17 @@ interface InputRef extends JobRef {
   reader: string;
 }
 
+/** An action as recorded: who asked for what, on which resources. */
+interface ActionRef {
+  action_id: string;
+  kind: string;
+  session_id?: string;
+  /** What it does, as people read it (argv, path, forward spec). */
+  summary: string[];
+  /** The resources decided (`server prod`, `file local:/etc/hosts`…). */
+  resources: string[];
+}
+
 export interface AuditEvents {
   // ── daemon ──
   "config.loaded": {
@@ -50,7 +61,14 @@ export interface AuditEvents {
   "agent.gone": { agent: string; via: string; sessions: string[]; grace_ms: number };
   "agent.returned": { agent: string; sessions: string[] };
   // ── sessions ──
-  "session.created": { session_id: string; shell: string; cwd: string; workspace?: string };
+  "session.created": {
+    session_id: string;
+    /** The server, for a session on one (absent: local). */
+    target?: string;
+    shell: string;
+    cwd: string;
+    workspace?: string;
+  };
   "session.closed": { session_id: string; reason: string };
   "session.takeover": { session_id: string };
   "session.release": { session_id: string };
@@ -102,6 +120,50 @@ export interface AuditEvents {
   "job.killed_by_operator": JobRef & { owner: string; status: string; grace_ms?: number };
   "input.written": InputRef & { decision?: DecisionRecord };
   "input.auto_answered": JobRef & { owner: string; prompt: string; answer: string };
+  // ── actions that are not jobs: remote sessions, fleet runs, forwards, files (src/control/actions.ts) ──
+  "action.requested": ActionRef & { decision: DecisionRecord };
+  "action.refused": ActionRef & { reason: string };
+  "action.denied": ActionRef & { decision: DecisionRecord };
+  "action.approval_requested": {
+    action_id: string;
+    kind: string;
+    session_id?: string;
+    summary: string[];
+    approval_id: string;
+    decision: DecisionRecord;
+  };
+  /** What the action did (sizes, hashes, exit codes, ports — never file content or secrets). */
+  "action.done": {
+    action_id: string;
+    kind: string;
+    ok: boolean;
+    error?: string;
+    facts?: Record<string, string | number | boolean | null>;
+  };
+  /** One server of a fleet run finished. */
+  "fleet.target": {
+    action_id: string;
+    server: string;
+    status: string;
+    exit_code?: number;
+    duration_ms: number;
+    output_bytes: number;
+    error?: string;
+  };
+  "forward.closed": { action_id: string; forward_id: string; reason: string; connections: number };
+  // ── servers and host keys (src/remote) ──
+  "host_key.recorded": {
+    server: string;
+    host: string;
+    port: number;
+    key_type: string;
+    fingerprint: string;
+  };
+  "server.added": { server: string; host: string; port: number; user: string; tags: string[] };
+  "server.removed": { server: string };
+  "host_key.forgotten": { server: string; entries: number };
+  "session.link_lost": { session_id: string; server: string; reason: string; job_id?: string };
+  "session.reconnected": { session_id: string; server: string; attempt: number };
   // ── kill switch ──
   "stop_all": { barrier_ms: number };
   "stop_all.done": { stopped_jobs: string[]; cancelled_approvals: string[] };

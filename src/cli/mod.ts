@@ -28,6 +28,9 @@ Usage:
   termada mission list [--status S] | show ID | report ID [--json] [--out FILE] | cancel ID
       Missions of every agent: plan, runtime-verified steps, the evidence report (its hash is
       recorded in the audit log), or cancel one.
+  termada servers [list] | add NAME --host H --user U [--port P] [--tag T]... | rm NAME | forget NAME
+  termada servers forwards
+      The server inventory (config file and live), host keys, and every open port forward.
   termada dashboard [--open]
       Print (or open) the tokenized URL of the live dashboard.
   termada version
@@ -49,6 +52,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   audit: async (a) => (await operator()).auditCommand(a, OUT),
   dashboard: async (a) => (await operator()).dashboardCommand(a, OUT),
   mission: async (a) => (await operator()).missionCommand(a, OUT),
+  servers: async (a) => (await import("./servers.ts")).serversCommand(a, OUT),
   serve: async (args) =>
     (await import("./serve.ts")).serveCommand(args, {
       version: VERSION,

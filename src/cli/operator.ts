@@ -14,7 +14,7 @@ export interface OperatorContext {
   out(text: string): Promise<void>;
 }
 
-async function paths(config?: string): Promise<TermadaPaths> {
+export async function paths(config?: string): Promise<TermadaPaths> {
   const env = Deno.env.toObject();
   const base = resolvePaths({ env, home: env.TERMADA_HOME, configFile: config });
   const { config: cfg } = await loadConfig(base.configFile, env, {
@@ -36,7 +36,7 @@ function token(p: TermadaPaths): string {
 /** One operator request over the socket; a non-2xx answer becomes the daemon's typed error. */
 async function request<T>(
   p: TermadaPaths,
-  method: "GET" | "POST",
+  method: "GET" | "POST" | "DELETE",
   path: string,
   body: Record<string, unknown> | undefined,
   read: (r: Response) => Promise<T>,
@@ -72,9 +72,9 @@ async function request<T>(
   }
 }
 
-function call(
+export function call(
   p: TermadaPaths,
-  method: "GET" | "POST",
+  method: "GET" | "POST" | "DELETE",
   path: string,
   body?: Record<string, unknown>,
 ): Promise<Record<string, unknown>> {

@@ -27,6 +27,8 @@ export {
   POLICY_NAME_PATTERN,
   policyFor,
   type PolicyRules,
+  SERVER_NAME_PATTERN,
+  ServerEntry,
 } from "./schema.ts";
 export {
   loadConfig,

@@ -22,7 +22,18 @@ export const CONFIG_LIMITS = {
   autoAnswers: 100,
   promptChars: 1024,
   answerChars: 4096,
+  servers: 1024,
+  serverNameChars: 63,
+  hostChars: 253,
+  userChars: 64,
+  tagsPerServer: 16,
+  tagChars: 64,
+  hostKeyChars: 16384,
+  resourceRules: 1000,
 } as const;
+
+/** Server names: lowercase words like agent ids, plus dots; `local` is the daemon's own host. */
+export const SERVER_NAME_PATTERN: RegExp = /^[a-z0-9][a-z0-9_.-]{0,62}$/;
 
 export const AGENT_ID_PATTERN: RegExp = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 /** Policy names follow the agent id rules. */
@@ -114,6 +125,62 @@ const Security = z.strictObject({
    * `off` runs programs directly (no exec gate, no Landlock, no cgroups).
    */
   exec_gate: z.enum(["required", "auto", "off"]).default("auto"),
+});
+
+/**
+ * One remote server (`servers[]`): reached by name over SSH. `auth` names a vault entry (when the
+ * vault exists); without it the daemon tries ssh-agent (`SSH_AUTH_SOCK`), then the unencrypted
+ * `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa` of its own user. `~/.ssh/config` is not read.
+ * `host_key` pins the key (`ssh-ed25519 AAAA…` or `SHA256:…`); absent, the first key seen is
+ * recorded (trust on first use, `<state>/known_hosts`).
+ */
+export const ServerEntry = z.strictObject({
+  name: z.string().regex(
+    SERVER_NAME_PATTERN,
+    "must be 1-63 characters: lowercase letters, digits, '.', '_' and '-', starting with a letter or digit",
+  ).refine((n) => n !== "local", '"local" is the daemon\'s own machine'),
+  host: z.string().min(1).max(CONFIG_LIMITS.hostChars).regex(
+    /^[A-Za-z0-9._:-]+$/,
+    "must be a host name or an IP address",
+  ),
+  port: int(1, 65535).default(22),
+  user: z.string().min(1).max(CONFIG_LIMITS.userChars).regex(
+    /^[A-Za-z0-9._][A-Za-z0-9._-]*\$?$/,
+    "must be a user name (letters, digits, '.', '_', '-')",
+  ),
+  tags: z.array(
+    z.string().min(1).max(CONFIG_LIMITS.tagChars).regex(
+      /^[A-Za-z0-9._:-]+$/,
+      "must be a plain word",
+    ),
+  ).max(CONFIG_LIMITS.tagsPerServer).default([]),
+  auth: z.string().min(1).max(64).regex(/^[A-Za-z0-9._-]+$/, "must name a vault entry").optional(),
+  host_key: z.string().min(1).max(CONFIG_LIMITS.hostKeyChars).refine(
+    (k) =>
+      /^SHA256:[A-Za-z0-9+/]{43}=?$/.test(k) || /^[a-z0-9@.-]+ [A-Za-z0-9+/]+=*( .*)?$/.test(k),
+    'must be an OpenSSH public key ("ssh-ed25519 AAAA…") or a fingerprint ("SHA256:…")',
+  ).optional(),
+});
+export type ServerEntry = z.infer<typeof ServerEntry>;
+
+const Servers = z.array(ServerEntry).max(CONFIG_LIMITS.servers).superRefine((list, ctx) => {
+  const seen = new Set<string>();
+  list.forEach((s, i) => {
+    if (seen.has(s.name)) {
+      ctx.addIssue({ code: "custom", path: [i, "name"], message: `"${s.name}" is listed twice` });
+    }
+    seen.add(s.name);
+  });
+});
+
+/** Remote work (src/remote): connection bounds. */
+const Remote = z.strictObject({
+  /** How long a connection may take (TCP + key exchange + auth) before SERVER_UNREACHABLE. */
+  connect_timeout_ms: int(500, 120_000).default(8000),
+  /** SSH keepalive interval; a link that misses 3 is dropped (and sessions reconnect). */
+  keepalive_ms: int(1000, 600_000).default(15_000),
+  /** Reconnect attempts of a session whose link dropped, before it is closed. */
+  reconnect_attempts: int(0, 100).default(8),
 });
 
 const AgentId = z.string().regex(
@@ -213,6 +280,25 @@ const AutoAnswer = z.strictObject({
     .refine((s) => !s.includes("\0"), "must not contain NUL"),
 });
 
+const ResourcePattern = z.string().min(1).max(CONFIG_LIMITS.ruleChars)
+  .refine((s) => s.trim() !== "", "must not be empty")
+  .refine((s) => !CONTROL_CHARS.test(s), "must not contain control characters");
+const ResourceList = section(
+  z.array(ResourcePattern).max(CONFIG_LIMITS.resourceRules).default([]),
+);
+/** allow / deny / confirm patterns for one kind of resource (servers, forwards, files). */
+const ResourceRules = z.strictObject({
+  allow: ResourceList,
+  deny: ResourceList,
+  confirm: ResourceList,
+});
+const FilePattern = ResourcePattern.refine(
+  (s) => /^\s*(\/|[^/:]+:\/)/.test(s),
+  'must be an absolute path ("/etc/**") or "<server>:<absolute path>"',
+);
+const FileList = section(z.array(FilePattern).max(CONFIG_LIMITS.resourceRules).default([]));
+const FileRules = z.strictObject({ allow: FileList, deny: FileList, confirm: FileList });
+
 /**
  * One command policy (`policies.<name>`): glob rules matched against every command a line would
  * run (src/policy), and prompt answers for the engine. All lists empty = allow everything.
@@ -222,6 +308,18 @@ export const PolicyRules = z.strictObject({
   deny: RuleList,
   confirm: RuleList,
   auto_answer: section(z.array(AutoAnswer).max(CONFIG_LIMITS.autoAnswers).default([])),
+  /** Which servers sessions and fleet runs may target (names, or `tag:<tag>`). */
+  servers: section(ResourceRules.optional()),
+  /** Which port forwards may be opened (`<server>:<remote host>:<remote port>`). */
+  forwards: section(ResourceRules.optional()),
+  /** Which files `file_read` / `file_write` may touch (path globs, `<server>:` prefixed for one server). */
+  files: section(
+    z.strictObject({
+      read: section(FileRules.optional()),
+      write: section(FileRules.optional()),
+    })
+      .optional(),
+  ),
 });
 export type PolicyRules = z.infer<typeof PolicyRules>;
 
@@ -243,6 +341,8 @@ export const Config = z.strictObject({
   redaction: section(Redaction.prefault({})),
   policies: section(Policies.prefault({ default: {} })),
   default_policy: PolicyName.default("default"),
+  servers: section(Servers.default([])),
+  remote: section(Remote.prefault({})),
 }).superRefine((config, ctx) => {
   const known = Object.keys(config.policies);
   const missing = (name: string) =>
@@ -272,6 +372,7 @@ const DENY_ALL: PolicyRules = Object.freeze({
   deny: Object.freeze(["*"]) as unknown as string[],
   confirm: Object.freeze([]) as unknown as string[],
   auto_answer: Object.freeze([]) as unknown as PolicyRules["auto_answer"],
+  servers: Object.freeze({ allow: [], deny: ["*"], confirm: [] }),
 });
 
 /**

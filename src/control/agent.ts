@@ -36,6 +36,8 @@ import type {
 } from "../wire/mod.ts";
 import type { ApprovalBook } from "./approvals.ts";
 import type { Gateway } from "./gateway.ts";
+import { noRemote, type RemoteOps } from "./remote.ts";
+import { FileOps } from "./files.ts";
 import type { Trail } from "./trail.ts";
 
 /** Programs whose stdin lines are commands: a line typed into them is checked like a command. */
@@ -47,6 +49,8 @@ export interface AgentOpsOptions {
   gateway: Gateway;
   approvals: ApprovalBook;
   trail: Trail;
+  /** Servers (src/remote); absent: only local sessions. */
+  remote?: RemoteOps;
 }
 
 export class AgentOps {
@@ -54,6 +58,8 @@ export class AgentOps {
   readonly #gateway: Gateway;
   readonly #approvals: ApprovalBook;
   readonly #trail: Trail;
+  readonly #remote: RemoteOps | undefined;
+  readonly #files: FileOps;
   /** Each agent's default session (created on first use), by owner. */
   readonly #defaults = new Map<string, Promise<Session>>();
 
@@ -62,6 +68,23 @@ export class AgentOps {
     this.#gateway = o.gateway;
     this.#approvals = o.approvals;
     this.#trail = o.trail;
+    this.#remote = o.remote;
+    this.#files = new FileOps({
+      engine: o.engine,
+      gateway: o.gateway,
+      approvals: o.approvals,
+      remote: o.remote,
+    });
+  }
+
+  /** file_read / file_write, local or in a session's server. */
+  files(): FileOps {
+    return this.#files;
+  }
+
+  /** Remote work (servers, fleet, forwards, files); NOT_SUPPORTED without an inventory. */
+  get remote(): RemoteOps | undefined {
+    return this.#remote;
   }
 
   /** What the kernel boundary around sessions holds on this machine (no paths: agents' view). */
@@ -72,14 +95,11 @@ export class AgentOps {
   // ── sessions ──────────────────────────────────────────────────────────────
 
   async createSession(owner: string, req: SessionCreateInput): Promise<SessionInfo> {
-    if (req.target !== undefined && req.target !== "local") {
-      throw new TermadaError(
-        "NOT_SUPPORTED",
-        `Remote target "${req.target}" is not available yet`,
-        { hint: 'Use target "local" (remote SSH sessions come with server support)' },
-      );
+    const { target, ...spec } = req;
+    if (target !== undefined && target !== "local") {
+      if (!this.#remote) throw noRemote(target);
+      return sessionInfo(await this.#openRemote(owner, spec, target));
     }
-    const { target: _target, ...spec } = req;
     return sessionInfo(await this.#open(owner, spec));
   }
 
@@ -113,6 +133,42 @@ export class AgentOps {
         { cause: err, hint: e.hint },
       );
     }
+    return s;
+  }
+
+  /** A session on a server: the gate decides the server (a `session` action), then it opens. */
+  async #openRemote(
+    owner: string,
+    spec: Omit<SessionCreateInput, "target">,
+    target: string,
+  ): Promise<Session> {
+    const remote = this.#remote!;
+    this.#gateway.admitSession();
+    const { action, launcher, binding } = await remote.sessionLauncher(owner, target);
+    let s: Session;
+    try {
+      s = await this.#engine.openSession(owner, spec, launcher);
+    } catch (err) {
+      const e = toTermadaError(err);
+      remote.done(action, { ok: false, error: e.message });
+      throw e;
+    }
+    try {
+      this.#trail.sessionOpened(s);
+    } catch (err) {
+      await s.close("could not be recorded");
+      remote.done(action, { ok: false, error: "the session could not be recorded" });
+      const e = toTermadaError(err);
+      throw new TermadaError(
+        e.code === "AUDIT_UNAVAILABLE" ? "AUDIT_UNAVAILABLE" : "INTERNAL",
+        `Cannot open a session: ${e.message}`,
+        { cause: err, hint: e.hint },
+      );
+    }
+    remote.done(action, {
+      ok: true,
+      facts: { session_id: s.id, server: binding.name, host: binding.host, port: binding.port },
+    });
     return s;
   }
 
@@ -152,12 +208,22 @@ export class AgentOps {
   async run(owner: string, req: ExecRunInput, call: CallOptions = {}): Promise<JobResult> {
     const t0 = this.#engine.clock.mono();
     const job = await this.#launch(owner, req);
-    return await this.#engine.reads.runResult(
+    const notice = this.#takeNotice(job);
+    const r = await this.#engine.reads.runResult(
       job,
       req.timeout_ms ?? DEFAULT_RUN_WAIT_MS,
       t0,
       call,
     );
+    return notice ? { ...r, notice } : r;
+  }
+
+  /** A reconnect notice of the job's session, said once. */
+  #takeNotice(job: Job): string | undefined {
+    const s = this.#engine.registry.sessionById(job.sessionId);
+    const n = s?.notice;
+    if (s && n) s.notice = undefined;
+    return n;
   }
 
   poll(owner: string, req: ExecPollInput, call: CallOptions = {}): Promise<JobResult> {
@@ -182,7 +248,18 @@ export class AgentOps {
       );
     }
     const target = this.#engine.jobs.inputTarget(job);
-    if (job.inputReader && COMMAND_READERS.test(job.inputReader)) {
+    const onServer = this.#engine.registry.sessionById(job.sessionId)?.remote === true;
+    if (onServer) {
+      // On a server nobody can tell which program reads, or whether the terminal echoes: the
+      // line is a command for the policy unless the prompt asks for a password (a text hint).
+      await this.#gateway.admitInput({
+        job,
+        line: req.input,
+        reader: "a program on a server",
+        secret: req.secret === true,
+        echoOff: /(password|passphrase|passcode)[^\n]*[:?]\s*$/i.test(job.prompt ?? ""),
+      });
+    } else if (job.inputReader && COMMAND_READERS.test(job.inputReader)) {
       // The reader runs what it is given: the line is a command and passes the gate as one —
       // unless the terminal does not echo (a password prompt of su, ssh, sudo…).
       await this.#gateway.admitInput({
@@ -248,6 +325,13 @@ export class AgentOps {
       const base = req.session === undefined
         ? undefined
         : engine.registry.ownSession(owner, req.session);
+      if (base?.remote) {
+        throw new TermadaError(
+          "NOT_SUPPORTED",
+          `Background jobs do not run on servers yet (session "${base.id}" is on "${base.target}")`,
+          { hint: "Use exec_start (foreground in that session) and poll it, or fleet_run" },
+        );
+      }
       res = engine.jobs.reserveBackground(owner, base, spec);
     } else {
       const session = req.session === undefined
@@ -263,7 +347,9 @@ export class AgentOps {
     }
     let verdict;
     try {
-      verdict = await this.#gateway.admitExec(res.job, req.env);
+      verdict = await this.#gateway.admitExec(res.job, req.env, {
+        remote: res.session?.remote === true,
+      });
       if (verdict.verdict === "confirm") {
         await this.#approvals.park(res, verdict);
         return res.job;

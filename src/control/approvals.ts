@@ -34,9 +34,21 @@ export interface ApprovalBookOptions {
   clock?: Clock;
 }
 
+/** What an approval holds: a job (its id, owner, session) or another action (act_…). */
+interface Subject {
+  id: string;
+  owner: string;
+  sessionId: string;
+  mode: "foreground" | "background";
+}
+
 interface Parked {
   id: string;
-  job: Job;
+  /** The job it holds; undefined for an action that is not a job (fleet, forward, file…). */
+  job: Job | undefined;
+  subject: Subject;
+  /** For actions: what kind, as the pending list shows it. */
+  action?: { kind: string };
   /** What waits: the job's command, or the argv of the program blocked in execve. */
   command: string[];
   exec: { pid: number; path: string } | undefined;
@@ -76,7 +88,7 @@ export class ApprovalBook {
       );
     }
     const { job } = res;
-    const { id, now, timeout } = this.#insertRow(job, job.command, confirm);
+    const { id, now, timeout } = this.#insertRow(subjectOf(job), job.command, confirm);
     try {
       await this.#o.trail.approvalRequested(job, id, confirm.decision);
     } catch (err) {
@@ -95,6 +107,7 @@ export class ApprovalBook {
     this.#parked.set(id, {
       id,
       job,
+      subject: subjectOf(job),
       command: [...job.command],
       exec: undefined,
       requestedAt: now,
@@ -123,7 +136,7 @@ export class ApprovalBook {
    */
   async askExec(job: Job, exec: ExecConfirm): Promise<boolean> {
     if (this.#parked.size >= ApprovalBook.MAX_PENDING) return false;
-    const { id, now, timeout } = this.#insertRow(job, exec.argv, exec);
+    const { id, now, timeout } = this.#insertRow(subjectOf(job), exec.argv, exec);
     try {
       await this.#o.trail.execApprovalRequested(job, id, exec);
     } catch (err) {
@@ -136,6 +149,7 @@ export class ApprovalBook {
     this.#parked.set(id, {
       id,
       job,
+      subject: subjectOf(job),
       command: [...exec.argv],
       exec: { pid: exec.pid, path: exec.path },
       requestedAt: now,
@@ -149,6 +163,65 @@ export class ApprovalBook {
     });
     job.done.then(() => this.#jobEnded(id, job));
     return promise;
+  }
+
+  /**
+   * Holds an action that is not a job (a remote session, a fleet run, a forward, a file write)
+   * until an operator decides; resolves true to let it happen (once), false when denied or
+   * expired. `signal` withdraws the request (the caller went away).
+   */
+  async askAction(
+    action: { id: string; owner: string; kind: string; sessionId?: string; summary: string[] },
+    confirm: { decision: DecisionRecord; rule?: string; reason: string },
+    signal?: AbortSignal,
+  ): Promise<{ approved: boolean; approvalId: string; reason: string }> {
+    if (this.#parked.size >= ApprovalBook.MAX_PENDING) {
+      throw new TermadaError(
+        "QUOTA_EXCEEDED",
+        `Too many requests wait for approval (${ApprovalBook.MAX_PENDING})`,
+        { hint: "Ask an operator to decide the pending approvals (termada pending)" },
+      );
+    }
+    const subject: Subject = {
+      id: action.id,
+      owner: action.owner,
+      // "-": the action is not in a session (a fleet run, a forward, a session being opened).
+      sessionId: action.sessionId ?? "-",
+      mode: "foreground",
+    };
+    const { id, now, timeout } = this.#insertRow(subject, action.summary, confirm);
+    try {
+      await this.#o.trail.actionApprovalRequested(action, id, confirm.decision);
+    } catch (err) {
+      this.#closeRow(id, "denied", "system", "the audit log could not record the request");
+      throw err;
+    }
+    const { promise, resolve } = Promise.withResolvers<
+      { approved: boolean; approvalId: string; reason: string }
+    >();
+    const timer = setTimeout(() => this.#expire(id), timeout);
+    this.#parked.set(id, {
+      id,
+      job: undefined,
+      subject,
+      action: { kind: action.kind },
+      command: [...action.summary],
+      exec: undefined,
+      requestedAt: now,
+      expiresAt: now + timeout,
+      rule: confirm.rule,
+      timer,
+      settle: (approved, reason) => {
+        resolve({ approved, approvalId: id, reason });
+        return Promise.resolve();
+      },
+    });
+    signal?.addEventListener("abort", () => {
+      if (!this.#parked.has(id)) return;
+      this.decide(id, false, { kind: "agent", id: action.owner }, "withdrawn: the caller left")
+        .catch(() => {/* decided meanwhile */});
+    }, { once: true });
+    return await promise;
   }
 
   /** An operator's decision: approved, the parked job runs exactly once; denied, it ends. */
@@ -167,7 +240,7 @@ export class ApprovalBook {
       throw new TermadaError("INVALID_ARGUMENT", `Approval "${id}" was already decided`);
     }
     try {
-      await this.#o.trail.approvalResolved(by, p.job, id, approve, reason, p.command);
+      await this.#o.trail.approvalResolved(by, p.subject, id, approve, reason, p.command);
     } catch (err) {
       // Not recorded, so not acted on: it does not run.
       await p.settle(false, "the audit log could not record the decision");
@@ -184,7 +257,7 @@ export class ApprovalBook {
       ids.push(p.id);
       this.#closeRow(p.id, "denied", `${by.kind}:${by.id}`, reason);
       try {
-        await this.#o.trail.approvalResolved(by, p.job, p.id, false, reason, p.command);
+        await this.#o.trail.approvalResolved(by, p.subject, p.id, false, reason, p.command);
       } catch (err) {
         log.error("could not audit a cancelled approval", { approval: p.id, error: err });
       }
@@ -196,14 +269,15 @@ export class ApprovalBook {
   /** Jobs waiting for an operator, oldest first. */
   pending(): PendingApproval[] {
     return [...this.#parked.values()].map((p) => {
-      const job = p.job;
+      const s = p.subject;
       return {
         approval_id: p.id,
-        job_id: job.id,
-        owner: job.owner,
-        session_id: job.sessionId,
+        job_id: s.id,
+        owner: s.owner,
+        session_id: s.sessionId,
         command: [...p.command],
-        mode: job.mode,
+        mode: s.mode,
+        ...(p.action ? { action: { ...p.action } } : {}),
         requested_at: new Date(p.requestedAt).toISOString(),
         expires_at: new Date(p.expiresAt).toISOString(),
         ...(p.rule === undefined ? {} : { rule: p.rule }),
@@ -223,7 +297,7 @@ export class ApprovalBook {
 
   /** The approval's row, written before anything else: an approval nobody can see must not exist. */
   #insertRow(
-    job: Job,
+    subject: Subject,
     command: readonly string[],
     confirm: { rule?: string; reason: string },
   ): { id: string; now: number; timeout: number } {
@@ -232,9 +306,9 @@ export class ApprovalBook {
     const timeout = this.#o.timeoutMs ?? 120_000;
     this.#o.store.approvals.insert({
       id,
-      job_id: job.id,
-      owner: job.owner,
-      session_id: job.sessionId,
+      job_id: subject.id,
+      owner: subject.owner,
+      session_id: subject.sessionId,
       command: [...command],
       rule: confirm.rule ?? null,
       reason: confirm.reason,
@@ -255,7 +329,7 @@ export class ApprovalBook {
     this.#take(p);
     this.#closeRow(id, "expired", "system", "no operator decided in time");
     try {
-      await this.#o.trail.approvalResolved(SYSTEM, p.job, id, false, "expired", p.command);
+      await this.#o.trail.approvalResolved(SYSTEM, p.subject, id, false, "expired", p.command);
     } catch (err) {
       log.error("could not record an expired approval", { approval: id, error: err });
     }
@@ -270,7 +344,7 @@ export class ApprovalBook {
     const reason = job.reason ?? `the job ended ${job.status} before a decision`;
     void p.settle(false, reason);
     if (!this.#closeRow(id, "denied", "system", reason)) return;
-    this.#o.trail.approvalResolved(SYSTEM, job, id, false, reason, p.command).catch((err) =>
+    this.#o.trail.approvalResolved(SYSTEM, p.subject, id, false, reason, p.command).catch((err) =>
       log.error("could not close an abandoned approval", { approval: id, error: err })
     );
   }
@@ -292,4 +366,8 @@ export class ApprovalBook {
       return status !== "approved";
     }
   }
+}
+
+function subjectOf(job: Job): Subject {
+  return { id: job.id, owner: job.owner, sessionId: job.sessionId, mode: job.mode };
 }

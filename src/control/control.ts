@@ -19,6 +19,7 @@ import { ApprovalBook } from "./approvals.ts";
 import { Gateway, type PolicyPort } from "./gateway.ts";
 import { OperatorOps } from "./operator.ts";
 import { Presence } from "./presence.ts";
+import { RemoteOps, type RemoteSetup } from "./remote.ts";
 import { type AuditSink, Recorder } from "./recorder.ts";
 import { Trail } from "./trail.ts";
 
@@ -42,6 +43,8 @@ export interface ControlOptions {
   confirmTimeoutMs?: number;
   /** Grace before a gone agent's sessions are reaped; null: never (default 5 min). */
   reapAfterMs?: number | null;
+  /** Servers, connections, host keys (src/remote); absent: local sessions only. */
+  remote?: RemoteSetup;
   clock?: Clock;
 }
 
@@ -50,6 +53,8 @@ export class Control {
   readonly operators: OperatorOps;
   readonly presence: Presence;
   readonly recorder: Recorder;
+  /** Remote work, when the daemon has servers support. */
+  readonly remote: RemoteOps | undefined;
   readonly limits: EngineLimits;
   readonly output: EngineOutputOptions;
   readonly #engine: Engine;
@@ -87,11 +92,21 @@ export class Control {
       timeoutMs: o.confirmTimeoutMs,
       clock,
     });
+    this.remote = o.remote
+      ? new RemoteOps({
+        engine,
+        gateway: this.#gateway,
+        approvals: this.#approvals,
+        recorder: this.recorder,
+        setup: o.remote,
+      })
+      : undefined;
     this.agents = new AgentOps({
       engine,
       gateway: this.#gateway,
       approvals: this.#approvals,
       trail: this.#trail,
+      remote: this.remote,
     });
     this.operators = new OperatorOps({
       engine,
@@ -99,6 +114,7 @@ export class Control {
       approvals: this.#approvals,
       trail: this.#trail,
       recorder: this.recorder,
+      remote: this.remote,
     });
     this.presence = new Presence({
       engine,
@@ -137,6 +153,7 @@ export class Control {
     return this.#closing ??= (async () => {
       this.presence.close();
       this.#approvals.close();
+      await this.remote?.close();
       await this.#engine.shutdown();
       this.#trail.pruneNow();
       this.#trail.close();

@@ -7,7 +7,9 @@
  */
 import type { DecisionRecord } from "../audit/mod.ts";
 import type { ExecAnswer, ExecContext, ExecEvent, Job } from "../engine/mod.ts";
-import { type Clock, systemClock, TermadaError } from "../shared/mod.ts";
+import { type Clock, newId, systemClock, TermadaError } from "../shared/mod.ts";
+import type { ResourceSubject } from "../policy/mod.ts";
+import { describeSubject } from "../policy/mod.ts";
 import type { Recorder } from "./recorder.ts";
 import type { Trail } from "./trail.ts";
 
@@ -44,7 +46,15 @@ export interface PolicyPort {
   /** The policy's standing answer for a prompt (`auto_answer`), if any. */
   autoAnswer?(agent: string, prompt: string): string | undefined;
   /** `env`: variables the command gets (LD_PRELOAD and friends are part of what runs). */
-  decide(agent: string, command: readonly string[], env?: Record<string, string>): PolicyVerdict;
+  /** `remote`: it runs on a server, where no exec gate checks its programs. */
+  decide(
+    agent: string,
+    command: readonly string[],
+    env?: Record<string, string>,
+    opts?: { remote?: boolean },
+  ): PolicyVerdict;
+  /** Decides a server, a forward or a file (policy `servers`, `forwards`, `files`). */
+  decideResource?(agent: string, subject: ResourceSubject): PolicyVerdict;
   decideLine(agent: string, line: string): PolicyVerdict;
 }
 
@@ -58,6 +68,38 @@ export interface GatewayOptions {
   recorder: Recorder;
   clock?: Clock;
 }
+
+/** Kinds of action that are not a job but pass the same gate. */
+export type ActionKind = "session" | "fleet" | "forward" | "file.read" | "file.write";
+
+/** An action an agent asks for: what it touches (each decided) and what it runs, if anything. */
+export interface ActionRequest {
+  owner: string;
+  kind: ActionKind;
+  subjects: readonly ResourceSubject[];
+  /** A command it runs (fleet): decided by the command rules too (no exec gate remotely). */
+  command?: readonly string[];
+  /** What people see in the approval queue and the audit (argv, path, forward spec). */
+  summary: readonly string[];
+  sessionId?: string;
+}
+
+/** An admitted action: its id (act_…) and the decision, its intent record on disk. */
+export interface AdmittedAction {
+  id: string;
+  kind: ActionKind;
+  owner: string;
+  decision: DecisionRecord;
+  approvalId?: string;
+}
+
+/** How the gateway asks a person (the approval book's askAction). */
+export type AskAction = (
+  action: { id: string; owner: string; kind: string; sessionId?: string; summary: string[] },
+  confirm: { decision: DecisionRecord; rule?: string; reason: string },
+) => Promise<{ approved: boolean; approvalId: string; reason: string }>;
+
+const RANK = { allow: 0, confirm: 1, deny: 2 } as const;
 
 /** A line an agent types into a program that reads commands (a shell, an interpreter). */
 export interface InputAdmission {
@@ -88,14 +130,18 @@ export class Gateway {
   }
 
   /** The gate for a reserved job: throws to refuse; "confirm" hands it to the approval book. */
-  async admitExec(job: Job, env?: Record<string, string>): Promise<ExecVerdict> {
+  async admitExec(
+    job: Job,
+    env?: Record<string, string>,
+    where: { remote?: boolean } = {},
+  ): Promise<ExecVerdict> {
     const trail = this.#o.trail;
     if (this.stopped) {
       trail.refused(job, "stop-all barrier");
       throw this.#stoppedError();
     }
     this.#o.recorder.assertHealthy();
-    const d = this.#o.policy.decide(job.owner, job.command, env);
+    const d = this.#o.policy.decide(job.owner, job.command, env, where);
     const decision = decisionRecord(d);
     if (d.action === "deny") {
       trail.denied(job, decision);
@@ -278,6 +324,102 @@ export class Gateway {
       argv: shortArgv(ev.argv),
       reason,
     });
+  }
+
+  /**
+   * The gate for an action that is not a job: barrier → audit health → one decision over every
+   * resource it touches and the command it runs (strictest wins) → confirm: a person decides,
+   * the call waits → intent record on disk. Throws to refuse (recorded). The caller acts only
+   * after this resolves and reports the outcome with `actionDone`.
+   */
+  async admitAction(req: ActionRequest, ask: AskAction): Promise<AdmittedAction> {
+    const rec = this.#o.recorder;
+    const id = newId("act");
+    const base = {
+      action_id: id,
+      kind: req.kind,
+      ...(req.sessionId ? { session_id: req.sessionId } : {}),
+      summary: shortArgv(req.summary),
+      resources: req.subjects.map(describeSubject),
+    };
+    const actor = { kind: "agent" as const, id: req.owner };
+    if (this.stopped) {
+      rec.record(actor, "action.refused", { ...base, reason: "stop-all barrier" });
+      throw this.#stoppedError();
+    }
+    rec.assertHealthy();
+    const port = this.#o.policy;
+    const verdicts: PolicyVerdict[] = [];
+    for (const s of req.subjects) {
+      verdicts.push(
+        port.decideResource?.(req.owner, s) ?? { action: "allow", reason: "no resource rules" },
+      );
+    }
+    if (req.command) {
+      verdicts.push(port.decide(req.owner, req.command, undefined, { remote: true }));
+    }
+    // The first decides among equals; a stricter one always wins.
+    let d: PolicyVerdict = verdicts[0] ?? { action: "allow", reason: "nothing to decide" };
+    for (const v of verdicts) if (RANK[v.action] > RANK[d.action]) d = v;
+    let decision = decisionRecord(d);
+    if (d.action === "deny") {
+      rec.record(actor, "action.denied", { ...base, decision });
+      throw new TermadaError("DENIED_BY_POLICY", d.reason, {
+        retriable: false,
+        hint: "Ask the operator to change the policy if this is needed",
+        details: d.rule ? { rule: d.rule.pattern } : undefined,
+      });
+    }
+    let approvalId: string | undefined;
+    if (d.action === "confirm") {
+      const answer = await ask(
+        { id, owner: req.owner, kind: req.kind, sessionId: req.sessionId, summary: base.summary },
+        { decision, rule: d.rule?.pattern, reason: d.reason },
+      );
+      approvalId = answer.approvalId;
+      if (!answer.approved) {
+        throw new TermadaError("DENIED_BY_POLICY", `Not approved: ${answer.reason}`, {
+          retriable: false,
+          details: { approval_id: answer.approvalId },
+          hint: "An operator declined (or nobody decided in time)",
+        });
+      }
+      if (this.stopped) {
+        rec.record(actor, "action.refused", { ...base, reason: "stop-all barrier" });
+        throw this.#stoppedError();
+      }
+      decision = { ...decision, reason: `${d.reason}; approved (${answer.approvalId})` };
+    }
+    await rec.intent(actor, "action.requested", { ...base, decision });
+    return {
+      id,
+      kind: req.kind,
+      owner: req.owner,
+      decision,
+      ...(approvalId ? { approvalId } : {}),
+    };
+  }
+
+  /** What an admitted action did (durable with the next group sync). */
+  actionDone(
+    a: AdmittedAction,
+    outcome: {
+      ok: boolean;
+      error?: string;
+      facts?: Record<string, string | number | boolean | null>;
+    },
+  ): void {
+    try {
+      this.#o.recorder.note({ kind: "agent", id: a.owner }, "action.done", {
+        action_id: a.id,
+        kind: a.kind,
+        ok: outcome.ok,
+        ...(outcome.error ? { error: outcome.error } : {}),
+        ...(outcome.facts ? { facts: outcome.facts } : {}),
+      });
+    } catch {
+      // The audit latched unhealthy: the next admission says so (AUDIT_UNAVAILABLE).
+    }
   }
 
   /** The gate for a new session: no shell starts under the barrier or without an audit log. */

@@ -18,6 +18,8 @@ export {
   type ProgramConfirm,
 } from "./gateway.ts";
 export { Presence } from "./presence.ts";
+export { RemoteOps, type RemoteSetup } from "./remote.ts";
+export { FileOps } from "./files.ts";
 export {
   type Actor,
   type ActorKind,

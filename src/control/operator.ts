@@ -5,6 +5,7 @@
  * use case is audited before it takes effect. Agents never reach this class: the edges hand it
  * only to operator-authenticated routes.
  */
+import type { RemoteOps } from "./remote.ts";
 import {
   type Engine,
   type LeaseAction,
@@ -13,13 +14,16 @@ import {
   summarize,
 } from "../engine/mod.ts";
 import { encodeCursor } from "../output/mod.ts";
-import { notFound } from "../shared/mod.ts";
+import { notFound, TermadaError } from "../shared/mod.ts";
 import type {
   Boundary,
+  ForwardList,
   JobOutputPage,
   OperatorJob,
+  OperatorServerList,
   OperatorSession,
   PendingApproval,
+  ServerAddInput,
   SessionInfo,
   StopInput,
 } from "../wire/mod.ts";
@@ -34,6 +38,8 @@ export interface OperatorOpsOptions {
   approvals: ApprovalBook;
   trail: Trail;
   recorder: Recorder;
+  /** Servers: stop-all also cancels fleet runs and closes forwards. */
+  remote?: RemoteOps;
 }
 
 export interface StopAllResult {
@@ -203,6 +209,7 @@ export class OperatorOps {
     const reason = `stopped by ${by.kind} ${by.id}`;
     const cancelled = await this.#o.approvals.cancelAll(by, "cancelled by stop-all");
     const stopped = await this.#o.engine.jobs.stopRunning(input.grace_ms ?? 2000, reason);
+    await this.#o.remote?.stopAll(reason);
     this.#o.recorder.record(by, "stop_all.done", {
       stopped_jobs: stopped,
       cancelled_approvals: cancelled,
@@ -228,6 +235,68 @@ export class OperatorOps {
 
   async deny(by: Actor, id: string, reason?: string): Promise<void> {
     await this.#o.approvals.decide(id, false, by, reason);
+  }
+
+  // ── servers ───────────────────────────────────────────────────────────────
+
+  /** The inventory with addresses and sources (never keys); NOT_SUPPORTED without one. */
+  servers(): OperatorServerList {
+    const inv = this.#remote().inventory;
+    return {
+      servers: inv.list().map(({ entry, source, status }) => ({
+        name: entry.name,
+        host: entry.host,
+        port: entry.port,
+        user: entry.user,
+        tags: [...entry.tags],
+        source,
+        ...(entry.auth ? { auth: entry.auth } : {}),
+        ...(entry.host_key ? { host_key: entry.host_key } : {}),
+        ...(status.reachable === undefined ? {} : { reachable: status.reachable }),
+        ...(status.last_error ? { last_error: status.last_error } : {}),
+        ...(status.checked_at ? { checked_at: status.checked_at } : {}),
+      })),
+    };
+  }
+
+  /** Adds a server (kept in the state dir); recorded. Running sessions keep their bindings. */
+  async addServer(by: Actor, input: ServerAddInput): Promise<OperatorServerList> {
+    const entry = await this.#remote().inventory.add(input);
+    this.#o.recorder.record(by, "server.added", {
+      server: entry.name,
+      host: entry.host,
+      port: entry.port,
+      user: entry.user,
+      tags: [...entry.tags],
+    });
+    return this.servers();
+  }
+
+  /** Removes a live server: its forwards close and idle connections drop; sessions keep running. */
+  async removeServer(by: Actor, name: string): Promise<OperatorServerList> {
+    await this.#remote().removeServer(name);
+    this.#o.recorder.record(by, "server.removed", { server: name });
+    return this.servers();
+  }
+
+  /** Forgets the recorded host keys of a server (after a real re-key); returns how many. */
+  async forgetHostKey(by: Actor, name: string): Promise<number> {
+    const r = this.#remote();
+    const b = r.inventory.bind(name);
+    const n = await r.knownHosts.forget(b.host, b.port);
+    this.#o.recorder.record(by, "host_key.forgotten", { server: name, entries: n });
+    return n;
+  }
+
+  /** Every open port forward of every agent. */
+  forwards(): ForwardList {
+    return { forwards: this.#remote().forwardViews() };
+  }
+
+  #remote(): RemoteOps {
+    const r = this.#o.remote;
+    if (!r) throw new TermadaError("NOT_SUPPORTED", "This daemon has no server inventory");
+    return r;
   }
 
   // ── audit ─────────────────────────────────────────────────────────────────

@@ -194,6 +194,26 @@ export class Trail {
     });
   }
 
+  /** An action that is not a job waits for a person: on disk before anyone sees it. */
+  async actionApprovalRequested(
+    action: { id: string; owner: string; kind: string; sessionId?: string; summary: string[] },
+    approvalId: string,
+    decision: DecisionRecord,
+  ): Promise<void> {
+    await this.#o.recorder.intent(
+      { kind: "agent", id: action.owner },
+      "action.approval_requested",
+      {
+        action_id: action.id,
+        kind: action.kind,
+        ...(action.sessionId ? { session_id: action.sessionId } : {}),
+        summary: [...action.summary],
+        approval_id: approvalId,
+        decision,
+      },
+    );
+  }
+
   /** A program of a running job waits in execve for a person: on disk before anyone sees it. */
   async execApprovalRequested(
     job: Job,
@@ -232,17 +252,17 @@ export class Trail {
   /** An approval was decided (or expired, or closed with its job): on disk before it acts. */
   async approvalResolved(
     by: Actor,
-    job: Job,
+    subject: { id: string; owner: string; sessionId: string },
     approvalId: string,
     approved: boolean,
     reason: string | undefined,
-    command: readonly string[] = job.command,
+    command: readonly string[],
   ): Promise<void> {
     await this.#o.recorder.intent(by, "approval.resolved", {
       approval_id: approvalId,
-      job_id: job.id,
-      owner: job.owner,
-      session_id: job.sessionId,
+      job_id: subject.id,
+      owner: subject.owner,
+      ...(subject.sessionId && subject.sessionId !== "-" ? { session_id: subject.sessionId } : {}),
       command: [...command],
       approved,
       ...(reason === undefined ? {} : { reason }),
@@ -419,7 +439,7 @@ export class Trail {
       id: s.id,
       owner: s.owner,
       shell: s.shell,
-      target: "local",
+      target: s.target,
       cwd: s.cwd,
       workspace: s.workspace ?? null,
       cols: s.cols,
@@ -429,6 +449,7 @@ export class Trail {
     this.#storedCwd.set(s.id, s.cwd);
     this.#o.recorder.record({ kind: "agent", id: s.owner }, "session.created", {
       session_id: s.id,
+      ...(s.target === "local" ? {} : { target: s.target }),
       shell: s.shell,
       cwd: s.cwd,
       ...(s.workspace === undefined ? {} : { workspace: s.workspace }),

@@ -8,6 +8,7 @@
  * Stop = close MCP sessions and listeners, end every session, close the store and the log,
  * remove the sockets and release the lock.
  */
+import { type HostKeyEvent, Inventory, KnownHosts, SshPool } from "../remote/mod.ts";
 import { join } from "node:path";
 import { AuditLog, verifyAudit } from "../audit/mod.ts";
 import { createApp, reportedLimits, type TermadaApp } from "../api/mod.ts";
@@ -174,6 +175,23 @@ export class Daemon {
       const settings = engineOptionsFrom(config, paths);
       // Known once the engine detected the kernel's features (the policy asks per decision).
       const gate = { active: false };
+      // Host keys recorded on first contact are audited (the recorder exists once control does).
+      let hostKeyRecorded: (e: HostKeyEvent) => Promise<void> = () => Promise.resolve();
+      const knownHosts = new KnownHosts({
+        path: join(paths.stateDir, "known_hosts"),
+        onRecorded: (e) => hostKeyRecorded(e),
+      });
+      const inventory = new Inventory({
+        config: config.servers,
+        file: join(paths.stateDir, "servers.json"),
+      });
+      const pool = new SshPool({
+        knownHosts,
+        credentials: { home: options.env.HOME, agentSocket: options.env.SSH_AUTH_SOCK },
+        connectTimeoutMs: config.remote.connect_timeout_ms,
+        keepaliveMs: config.remote.keepalive_ms,
+        onStatus: (name, ok, error) => inventory.noteStatus(name, ok, error),
+      });
       const control = new Control({
         engine: {
           ...settings,
@@ -195,7 +213,16 @@ export class Daemon {
         finishedPerAgent: config.jobs.finished_per_agent,
         confirmTimeoutMs: config.approvals.confirm_timeout_ms,
         reapAfterMs: config.sessions.reap_after_ms,
+        remote: {
+          inventory,
+          pool,
+          knownHosts,
+          reconnectAttempts: config.remote.reconnect_attempts,
+        },
       });
+      hostKeyRecorded = async (e) => {
+        await control.recorder.intent(SYSTEM, "host_key.recorded", { ...e });
+      };
       cleanups.push(() => control.shutdown());
       gate.active = control.agents.boundary().exec_gate.active;
       const recorder = control.recorder;

@@ -13,11 +13,16 @@ import { basename } from "node:path";
 import { type Config, policyFor } from "../config/mod.ts";
 import type { ExecFacts, PolicyPort } from "../control/mod.ts";
 import {
+  CompiledResourceRules,
   compilePolicy,
   decide,
   decideExec,
   decideLine,
+  decideResource,
   type ExecSubject,
+  type ResourceKind,
+  type ResourceRules,
+  type ResourceSubject,
   ruleProgramNames,
 } from "../policy/mod.ts";
 import { fileIdentity } from "../sandbox/mod.ts";
@@ -102,9 +107,44 @@ export function policyPort(
     if (sha) { for (const n of idx.get(sha) ?? []) names.add(n); }
     return [...names];
   };
+  const resources = new WeakMap<object, Map<ResourceKind, CompiledResourceRules | undefined>>();
+  const resourceRules = (agent: string, kind: ResourceKind) => {
+    const rules = policyFor(config, agent);
+    let m = resources.get(rules);
+    if (!m) resources.set(rules, m = new Map());
+    if (!m.has(kind)) {
+      const r: ResourceRules | undefined = kind === "server"
+        ? rules.servers
+        : kind === "forward"
+        ? rules.forwards
+        : kind === "file.read"
+        ? rules.files?.read
+        : rules.files?.write;
+      m.set(kind, r ? new CompiledResourceRules(kind, r) : undefined);
+    }
+    return m.get(kind);
+  };
   return {
-    decide: (agent, command, vars) =>
-      decide(command, rulesOf(agent), { env: vars, execGate: gated() }),
+    decide: (agent, command, vars, opts) =>
+      decide(command, rulesOf(agent), {
+        env: vars,
+        execGate: opts?.remote ? false : gated(),
+      }),
+    decideResource: (agent: string, subject: ResourceSubject) => {
+      const c = rulesOf(agent);
+      const openPolicy = c.empty;
+      // Servers: the commands run there are still decided by the command rules. Forwards and
+      // files go around the command rules, so a policy with rules and none for them fails closed.
+      const fallback = subject.kind === "server" || openPolicy
+        ? { action: "allow" as const, reason: "the policy has no rules for it" }
+        : {
+          action: "deny" as const,
+          reason: `the policy has command rules and no "${
+            subject.kind === "forward" ? "forwards" : subject.kind.replace(".", "s.")
+          }" rules (fail closed)`,
+        };
+      return decideResource(subject, resourceRules(agent, subject.kind), fallback);
+    },
     decideLine: (agent, line) => decideLine(line, rulesOf(agent), { execGate: gated() }),
     autoAnswer: (agent, prompt) =>
       rulesOf(agent).autoAnswer.find((a) => a.prompt.test(prompt))?.answer,

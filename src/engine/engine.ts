@@ -17,7 +17,7 @@ import {
   SandboxUnavailable,
 } from "../sandbox/mod.ts";
 import type { ShellKind } from "../shell/mod.ts";
-import type { Matcher } from "../output/mod.ts";
+import { type Matcher, Redactor } from "../output/mod.ts";
 import { type Clock, compileRegex, newId, systemClock, TermadaError } from "../shared/mod.ts";
 import type { Boundary, SessionCreateInput } from "../wire/mod.ts";
 import type { Job } from "./job.ts";
@@ -25,7 +25,21 @@ import { Leases } from "./lease.ts";
 import { JobLifecycle } from "./lifecycle.ts";
 import { DEFAULT_OUTPUT, type EngineOutputOptions, JobReader } from "./reads.ts";
 import { DEFAULT_LIMITS, type EngineLimits, Registry } from "./registry.ts";
-import { Session } from "./session.ts";
+import { type RemoteHooks, Session, type Spawned } from "./session.ts";
+
+/**
+ * How a session on a server is started (src/remote builds it for one session id): its private
+ * directory there, the shell on a remote terminal, the hooks for files and a dropped link.
+ */
+export interface RemoteLauncher {
+  /** The session's private directory on the server (absolute). */
+  dir: string;
+  hooks: RemoteHooks;
+  spawn(req: PtySpawnOptions): Promise<Spawned>;
+}
+
+/** Environment a remote shell gets from us (the server's login environment stays). */
+const REMOTE_ENV = { TERM: "xterm-256color", PAGER: "cat", GIT_PAGER: "cat" } as const;
 
 /**
  * What the engine tells its owner as it happens. Called synchronously on the engine's thread;
@@ -195,26 +209,46 @@ export class Engine {
     }
   }
 
+  /** A redactor with the built-in and the configured patterns (for output outside sessions). */
+  newRedactor(): Redactor {
+    return new Redactor({ extraPatterns: this.#redactPatterns });
+  }
+
   /** Sets who observes the engine (once, by the control layer that owns it). */
   observe(observers: EngineObservers): void {
     this.#observers = observers;
   }
 
-  /** Starts a shell for `owner` and resolves once its first prompt is up (quota-checked). */
-  async openSession(owner: string, spec: SessionSpec): Promise<Session> {
+  /**
+   * Starts a shell for `owner` (on a server when `remote` is given: it builds the launcher for
+   * the new session's id) and resolves once its first prompt is up (quota-checked).
+   */
+  async openSession(
+    owner: string,
+    spec: SessionSpec,
+    remote?: (id: string) => Promise<RemoteLauncher>,
+  ): Promise<Session> {
     this.assertOpen();
     const release = this.registry.claimSessionSlot(owner);
     try {
-      const cwd = spec.cwd ?? this.defaultCwd();
-      try {
-        if (!Deno.statSync(cwd).isDirectory) throw new Error("not a directory");
-      } catch {
-        throw new TermadaError(
-          "INVALID_ARGUMENT",
-          `Cannot start a session in "${cwd}": not a directory`,
-        );
-      }
       const id = newId("ses");
+      let launcher: RemoteLauncher | undefined;
+      let cwd: string;
+      if (remote) {
+        launcher = await remote(id);
+        // "" = the remote user's home (the shell starts there).
+        cwd = spec.cwd ?? "";
+      } else {
+        cwd = spec.cwd ?? this.defaultCwd();
+        try {
+          if (!Deno.statSync(cwd).isDirectory) throw new Error("not a directory");
+        } catch {
+          throw new TermadaError(
+            "INVALID_ARGUMENT",
+            `Cannot start a session in "${cwd}": not a directory`,
+          );
+        }
+      }
       const cols = spec.cols ?? 120;
       const rows = spec.rows ?? 40;
       const o = this.#opts;
@@ -224,7 +258,7 @@ export class Engine {
         shell: spec.shell ?? o.defaultShell ?? "bash",
         cwd,
         env: {
-          ...this.#env,
+          ...(launcher ? REMOTE_ENV : this.#env),
           ...spec.env,
           TERMADA_SESSION_ID: id,
           COLUMNS: String(cols),
@@ -233,7 +267,8 @@ export class Engine {
         cols,
         rows,
         workspace: spec.workspace,
-        dir: join(o.runtimeDir, "sessions", id),
+        dir: launcher?.dir ?? join(o.runtimeDir, "sessions", id),
+        remote: launcher?.hooks,
         recordingPath: o.record === false
           ? undefined
           : join(o.recordingsDir ?? join(o.runtimeDir, "recordings"), `${id}.cast`),
@@ -247,12 +282,14 @@ export class Engine {
         clock: this.clock,
         startTimeoutMs: o.startTimeoutMs ?? 10_000,
         onOperatorCommand: (sess, line, operator) => this.jobs.operatorJob(sess, line, operator),
-        spawn: (req) =>
-          this.#spawn({ ...req, cgroupName: id }, {
-            owner,
-            sessionId: id,
-            job: () => this.registry.sessionById(id)?.job,
-          }, true),
+        spawn: launcher
+          ? (req) => launcher.spawn(req)
+          : (req) =>
+            this.#spawn({ ...req, cgroupName: id }, {
+              owner,
+              sessionId: id,
+              job: () => this.registry.sessionById(id)?.job,
+            }, true),
         onClosed: (closed) => {
           this.registry.removeSession(closed.id);
           this.#observers.sessionClosed?.(closed, closed.closeReason ?? "closed");

@@ -7,7 +7,8 @@
  * is the terminal and they left an unfinished line (a prompt) — a kernel fact plus a text hint.
  * Where /proc cannot tell, a text heuristic on the unfinished line is the fallback.
  */
-import { currentSyscall, descendantsOf, procStat, type Pty, readLink } from "../pty/mod.ts";
+import { currentSyscall, descendantsOf, procStat, readLink } from "../pty/mod.ts";
+import type { Terminal } from "./session.ts";
 import type { Job } from "./job.ts";
 
 const ARCH = Deno.build.arch;
@@ -33,7 +34,9 @@ export interface InputState {
  * Checks the foreground group of `pty`. `root` is the process the job runs under (the session
  * shell, or the one-shot program); `pending` is the unfinished last line of output.
  */
-export function detectInput(pty: Pty, root: number, pending: string): InputState {
+export function detectInput(pty: Terminal, root: number, pending: string): InputState {
+  // A terminal on a server: the kernel there cannot be asked.
+  if (pty.remote) return { awaiting: PROMPT_HINT.test(pending), source: "heuristic" };
   const fg = pty.foregroundPgid();
   const tty = pty.ttyPath;
   if (fg === undefined) return { awaiting: false, source: "kernel" };
@@ -76,7 +79,7 @@ export const INPUT_CHECK_MAX_MS = 1000;
 export class InputWatcher {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #delay = INPUT_CHECK_FIRST_MS;
-  #pty: Pty;
+  #pty: Terminal;
   #root: number;
   #current: () => Job | undefined;
 
@@ -87,7 +90,7 @@ export class InputWatcher {
    * `rootIsHost`: the root is the session's own shell, so its reading (the `read` builtin) is a
    * prompt of the job, not a command line; only a program the job started counts as a reader.
    */
-  constructor(pty: Pty, root: number, current: () => Job | undefined, rootIsHost = false) {
+  constructor(pty: Terminal, root: number, current: () => Job | undefined, rootIsHost = false) {
     this.#pty = pty;
     this.#root = root;
     this.#current = current;

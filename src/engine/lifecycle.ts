@@ -13,7 +13,8 @@ import type { JobStatus } from "../wire/mod.ts";
 import { Job, type JobOutputOptions } from "./job.ts";
 import { OneShot, waitDone } from "./oneshot.ts";
 import type { Registry } from "./registry.ts";
-import type { Session, Spawned } from "./session.ts";
+import type { Session } from "./session.ts";
+import type { Spawned } from "./oneshot.ts";
 
 /** What a job runs and where: fixed when it is reserved, never changed afterwards. */
 export interface LaunchSpec {

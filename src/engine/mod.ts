@@ -11,6 +11,7 @@ export {
   type EngineOptions,
   type ExecContext,
   type ExecPolicy,
+  type RemoteLauncher,
   type SandboxSettings,
   type SessionSpec,
 } from "./engine.ts";
@@ -53,6 +54,6 @@ export {
   type JobStatus,
   type OutputReader,
 } from "./job.ts";
-export { Session } from "./session.ts";
+export { type RemoteHooks, Session, type Spawned, type Terminal } from "./session.ts";
 export { type InputState } from "./input.ts";
 export { compilePattern } from "./wait.ts";

@@ -16,8 +16,14 @@ import type { ShellKind } from "../shell/mod.ts";
 import { TermadaError, within } from "../shared/mod.ts";
 import { InputWatcher } from "./input.ts";
 import type { Job } from "./job.ts";
-import type { Spawned } from "./session.ts";
 import type { ProcessScope } from "../sandbox/mod.ts";
+
+/** A program started on a local PTY (one-shot jobs are local only). */
+export interface Spawned {
+  pty: Pty;
+  scope: ProcessScope;
+  detach(): void;
+}
 
 export class OneShot {
   readonly job: Job;

@@ -316,10 +316,10 @@ export function summarize(j: Job): JobSummary {
 export function sessionInfo(s: Session): SessionInfo {
   const info: SessionInfo = {
     session_id: s.id,
-    target: "local",
+    target: s.target,
     shell: s.shell,
     cwd: s.cwd,
-    state: s.lease ? "operator" : s.state === "busy" ? "busy" : "ready",
+    state: s.lease ? "operator" : s.state === "busy" || s.state === "starting" ? "busy" : "ready",
     ...(s.outputPaused ? { output_paused: true } : {}),
     cols: s.cols,
     rows: s.rows,
@@ -327,5 +327,12 @@ export function sessionInfo(s: Session): SessionInfo {
   };
   if (s.workspace !== undefined) info.workspace = s.workspace;
   if (s.job) info.current_job_id = s.job.id;
+  if (s.link) {
+    info.link = {
+      state: s.state === "starting" ? "reconnecting" : "up",
+      reconnects: s.link.reconnects,
+      ...(s.link.lastError ? { last_error: s.link.lastError } : {}),
+    };
+  }
   return info;
 }

@@ -16,8 +16,8 @@ import {
   type ScreenSnapshot,
 } from "../output/mod.ts";
 import {
+  type ExitStatus,
   killTree,
-  type Pty,
   type PtySpawnOptions,
   SIGNAL_NUMBERS,
   signalGroup,
@@ -64,14 +64,56 @@ export interface SessionOptions {
   onClosed: (s: Session) => void;
   /** Called when an operator holding the keyboard starts a command at the prompt. */
   onOperatorCommand?: (s: Session, line: string, operator: string) => Job;
-  /** Starts the shell on its PTY (through the sandbox's launcher). */
+  /** Starts the shell on its PTY (through the sandbox's launcher, or on a server). */
   spawn: (req: PtySpawnOptions & { reach?: string[] }) => Promise<Spawned>;
+  /** Set for a session on a server: where its files go and how a dropped link is handled. */
+  remote?: RemoteHooks;
 }
 
-/** A program started on a PTY, with its processes and the handle that stops watching execs. */
+/** What a session on a server needs besides its terminal. */
+export interface RemoteHooks {
+  /** The server's inventory name (labels, records). */
+  server: string;
+  /** Writes private files on the server (mode 0600, their directory 0700). */
+  writeFiles(files: readonly { path: string; content: string }[]): Promise<void>;
+  /** Removes the session's directory on the server (best effort). */
+  removeDir(dir: string): Promise<void>;
+  /** Reconnect attempts after the link drops, before the session closes. */
+  reconnectAttempts: number;
+  /** The link dropped (the job that ran is orphaned) / came back with a fresh shell. */
+  onLinkLost?(s: Session, reason: string, job: Job | undefined): void;
+  onReconnected?(s: Session, attempt: number): void;
+}
+
+/**
+ * What a session drives: a local Pty, or a terminal on a server (src/remote). Remote ones
+ * cannot tell the foreground process group or the tty modes (undefined) and have pid 0.
+ */
+export interface Terminal {
+  readonly pid: number;
+  readonly ttyPath: string;
+  readonly cols: number;
+  readonly rows: number;
+  readonly remote?: boolean;
+  setSink(onData: (chunk: Uint8Array) => void, onEnd?: () => void): void;
+  readonly exited: Promise<ExitStatus>;
+  readonly outputEnded: Promise<void>;
+  readonly exitStatus: ExitStatus | undefined;
+  write(data: Uint8Array | string): Promise<void>;
+  resize(cols: number, rows: number): void;
+  foregroundPgid(): number | undefined;
+  termMode(): { echo: boolean; canonical: boolean } | undefined;
+  signal(sig: SignalName, target?: "foreground" | "child" | "group"): boolean;
+  close(options?: { graceMs?: number }): Promise<ExitStatus>;
+  /** Remote: why it ended, when the link (not the shell) went away. */
+  readonly linkLost?: string;
+}
+
+/** A program started on a terminal, with its processes and the handle that stops watching execs. */
 export interface Spawned {
-  pty: Pty;
-  scope: ProcessScope;
+  pty: Terminal;
+  /** Its processes (local only: a server's are out of reach). */
+  scope?: ProcessScope;
   detach(): void;
 }
 
@@ -93,8 +135,16 @@ export class Session {
   outputPaused = false;
   /** What the operator typed since the last prompt (the command line of an operator job). */
   #operatorLine = "";
+  /** Where it runs: "local" or the server's name. */
+  readonly target: string;
+  /** Link state of a remote session (undefined for local ones). */
+  link: { reconnects: number; lastError?: string; lostAt?: number } | undefined;
+  /** Said once in the next result on this session (a reconnect reset cwd and env). */
+  notice: string | undefined;
   #opts: SessionOptions;
-  #pty!: Pty;
+  #nonce = "";
+  #spawnReq: (PtySpawnOptions & { reach?: string[] }) | undefined;
+  #pty!: Terminal;
   #spawned: Spawned | undefined;
   #parser: MarkerParser;
   #rawRedact: ReturnType<Redactor["stream"]>;
@@ -120,6 +170,8 @@ export class Session {
     this.cwd = opts.cwd;
     this.createdAt = opts.clock.now();
     this.#opts = opts;
+    this.target = opts.remote?.server ?? "local";
+    if (opts.remote) this.link = { reconnects: 0 };
     this.redactor = new Redactor({ extraPatterns: opts.redactPatterns });
     this.#rawRedact = this.redactor.stream();
     this.#parser = new MarkerParser(randomHex(16));
@@ -130,11 +182,15 @@ export class Session {
   /** Starts the shell and resolves once its first prompt is up. */
   static async start(opts: SessionOptions): Promise<Session> {
     const s = new Session(opts);
-    Deno.mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
     const nonce = randomHex(16);
+    s.#nonce = nonce;
     s.#parser = new MarkerParser(nonce);
     const launch = shellLaunch(opts.shell, { nonce, dir: opts.dir, userRc: opts.userRc });
-    for (const f of launch.files) Deno.writeTextFileSync(f.path, f.content, { mode: 0o600 });
+    s.#launchFiles = launch.files;
+    if (!opts.remote) {
+      Deno.mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
+      for (const f of launch.files) Deno.writeTextFileSync(f.path, f.content, { mode: 0o600 });
+    }
     if (opts.recordingPath) {
       try {
         Deno.mkdirSync(dirname(opts.recordingPath), { recursive: true, mode: 0o700 });
@@ -150,16 +206,17 @@ export class Session {
         log.warn("recording disabled", { session: opts.id, error: err });
       }
     }
+    s.#spawnReq = {
+      reach: [opts.dir],
+      argv: launch.argv,
+      cwd: opts.cwd,
+      env: { ...opts.env, ...launch.env },
+      cols: opts.cols,
+      rows: opts.rows,
+    };
     try {
-      s.#spawned = await opts.spawn({
-        reach: [opts.dir],
-        argv: launch.argv,
-        cwd: opts.cwd,
-        env: { ...opts.env, ...launch.env },
-        cols: opts.cols,
-        rows: opts.rows,
-      });
-      s.#pty = s.#spawned.pty;
+      if (opts.remote) await opts.remote.writeFiles(launch.files);
+      s.#attach(await opts.spawn(s.#spawnReq));
     } catch (err) {
       await s.#recorder?.close();
       await s.#cleanupFiles();
@@ -169,9 +226,6 @@ export class Session {
         hint: "Check that the shell is installed and the directory exists",
       });
     }
-    s.#input = new InputWatcher(s.#pty, s.#pty.pid, () => (s.#zone ? s.job : undefined), true);
-    s.#pty.setSink((c) => s.#onData(c), () => s.#onOutputEnd());
-    s.#pty.exited.then(() => s.#onShellExit());
     const first = await within(s.#ready.promise.then(() => "ready" as const), opts.startTimeoutMs);
     if (first === undefined || s.state === "closed") {
       const tail = new TextDecoder().decode(s.ring.snapshot().slice(-300));
@@ -183,17 +237,42 @@ export class Session {
     return s;
   }
 
-  get pty(): Pty {
+  #launchFiles: readonly { path: string; content: string }[] = [];
+
+  /** Takes a started terminal: output to the parser, its exit to the session. */
+  #attach(spawned: Spawned): void {
+    this.#spawned = spawned;
+    const pty = spawned.pty;
+    this.#pty = pty;
+    this.#input = new InputWatcher(pty, pty.pid, () => (this.#zone ? this.job : undefined), true);
+    pty.setSink((c) => {
+      if (this.#pty === pty) this.#onData(c);
+    }, () => {
+      if (this.#pty === pty) this.#onOutputEnd();
+    });
+    pty.exited.then(() => {
+      if (this.#pty === pty) this.#onShellExit();
+    });
+  }
+
+  get pty(): Terminal {
     return this.#pty;
   }
+
+  get remote(): boolean {
+    return this.#opts.remote !== undefined;
+  }
+  // Between two terminals (a remote session reconnecting) the last known size stands.
+  #cols = 0;
+  #rows = 0;
   get pid(): number {
-    return this.#pty.pid;
+    return this.#pty?.pid ?? 0;
   }
   get cols(): number {
-    return this.#pty.cols;
+    return this.#pty?.cols ?? (this.#cols || this.#opts.cols);
   }
   get rows(): number {
-    return this.#pty.rows;
+    return this.#pty?.rows ?? (this.#rows || this.#opts.rows);
   }
 
   /** Types a job's command into the shell. The caller checked the session is ready. */
@@ -226,8 +305,12 @@ export class Session {
     this.#stagePath ??= `${this.#opts.dir}/cmd.sh`;
     const typed = typedCommand(this.shell, script, this.#stagePath);
     if (typed.staged !== undefined) {
-      Deno.writeTextFileSync(this.#stagePath, typed.staged, { mode: 0o600 });
-      this.#staged = true;
+      if (this.#opts.remote) {
+        await this.#opts.remote.writeFiles([{ path: this.#stagePath, content: typed.staged }]);
+      } else {
+        Deno.writeTextFileSync(this.#stagePath, typed.staged, { mode: 0o600 });
+        this.#staged = true;
+      }
     }
     this.#recorder?.marker(`job ${job.id}`);
     this.#trackProcesses(job);
@@ -256,14 +339,32 @@ export class Session {
 
   /** Writes input for the current job (the engine checked it awaits input). */
   async writeInput(data: string): Promise<void> {
-    await this.#pty.write(data);
+    await this.#live().write(data);
     this.job?.resumed();
     this.#input.poke();
   }
 
   /** Writes raw bytes to the terminal (operator takeover, tests). */
   writeRaw(data: Uint8Array | string): Promise<void> {
-    return this.#pty.write(data);
+    try {
+      return this.#live().write(data);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** The terminal now; a remote session between two terminals is SESSION_BUSY. */
+  #live(): Terminal {
+    if (this.#pty) return this.#pty;
+    throw new TermadaError(
+      "SESSION_BUSY",
+      `Session "${this.id}" is reconnecting to "${this.target}"`,
+      {
+        retriable: true,
+        details: { session_id: this.id, state: "reconnecting" },
+        hint: "Retry in a moment; session_list shows its link",
+      },
+    );
   }
 
   /** Keys typed by the operator holding the keyboard (remembered as the command line). */
@@ -274,11 +375,17 @@ export class Session {
       else if (ch === "\x03" || ch === "\x15") this.#operatorLine = "";
       else if (ch >= " " && this.#operatorLine.length < 4096) this.#operatorLine += ch;
     }
-    return this.#pty.write(text);
+    try {
+      return this.#live().write(text);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   resize(cols: number, rows: number): void {
-    this.#pty.resize(cols, rows);
+    this.#cols = cols;
+    this.#rows = rows;
+    this.#pty?.resize(cols, rows);
     this.#screen.resize(cols, rows);
     this.#recorder?.resize(cols, rows);
   }
@@ -303,7 +410,7 @@ export class Session {
 
   /** Sends a signal to what runs in the foreground of the terminal. */
   signalForeground(sig: SignalName): boolean {
-    return this.#pty.signal(sig, "foreground");
+    return this.#pty?.signal(sig, "foreground") ?? false;
   }
 
   /**
@@ -313,6 +420,7 @@ export class Session {
    */
   async stopJob(job: Job, graceMs: number, status: "killed" | "timed_out"): Promise<void> {
     if (job.final || this.job !== job) return;
+    if (this.#opts.remote) return await this.#stopRemoteJob(job, graceMs, status);
     const shellPgid = this.#pty.pid;
     const fg = this.#pty.foregroundPgid();
     const roots = fg !== undefined && fg !== shellPgid
@@ -332,6 +440,98 @@ export class Session {
     await this.close(`job ${job.id} could not be stopped`);
   }
 
+  /**
+   * On a server the job's processes are out of reach: ^C, then ^\, then the shell is hung up
+   * (SIGHUP to what it runs) and a fresh one started. Best effort, and the result says so.
+   */
+  async #stopRemoteJob(job: Job, graceMs: number, status: "killed" | "timed_out"): Promise<void> {
+    for (const sig of ["INT", "QUIT"] as const) {
+      job.stopping = { status, signal: sig };
+      this.#pty.signal(sig, "foreground");
+      if (await waitDone(job, graceMs)) return;
+    }
+    job.stopping = { status, signal: "HUP" };
+    job.finish(status, {
+      signal: "HUP",
+      reason: `best effort on server "${this.target}": ^C and ^\\ did not end it, so the ` +
+        "remote shell was hung up; a process that ignores SIGHUP may still run there",
+    });
+    this.#jobDone();
+    this.#zone = false;
+    this.#sent = false;
+    await this.#relaunch("the shell was hung up to stop a job");
+  }
+
+  /**
+   * The link to the server dropped (or the shell was hung up): whatever ran is orphaned, and a
+   * fresh shell is started with back-off (cwd and environment are lost; `notice` says so).
+   */
+  async #reconnect(reason: string): Promise<void> {
+    const job = this.job;
+    if (job && !job.final) {
+      job.finish("orphaned", {
+        reason: `the link to server "${this.target}" dropped (${reason}); the remote process ` +
+          "may still run there",
+      });
+    }
+    if (this.link) {
+      this.link.lastError = reason;
+      this.link.lostAt = this.#opts.clock.now();
+    }
+    this.#opts.remote?.onLinkLost?.(this, reason, job);
+    this.#jobDone();
+    this.#zone = false;
+    this.#sent = false;
+    await this.#relaunch(reason);
+  }
+
+  async #relaunch(reason: string): Promise<void> {
+    const remote = this.#opts.remote!;
+    this.state = "starting";
+    this.#ready = Promise.withResolvers();
+    const old = this.#pty;
+    this.#cols = old?.cols ?? this.#cols;
+    this.#rows = old?.rows ?? this.#rows;
+    this.#input?.stop();
+    // The old terminal is detached first: nothing it still says reaches the parser.
+    this.#pty = undefined as unknown as Terminal;
+    old?.close({ graceMs: 200 }).catch(() => {});
+    const closed = () => this.#closing !== undefined;
+    for (let attempt = 1; attempt <= remote.reconnectAttempts; attempt++) {
+      if (closed()) return;
+      if (attempt > 1) {
+        await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** (attempt - 2), 30_000)));
+        if (closed()) return;
+      }
+      try {
+        this.#parser = new MarkerParser(this.#nonce);
+        await remote.writeFiles(this.#launchFiles);
+        const spawned = await this.#opts.spawn(this.#spawnReq!);
+        if (closed()) {
+          await spawned.pty.close({ graceMs: 100 });
+          return;
+        }
+        this.#attach(spawned);
+        const up = await within(this.#ready.promise.then(() => true), this.#opts.startTimeoutMs);
+        if (up && !closed()) {
+          this.link!.reconnects++;
+          this.notice = `Session "${this.id}" reconnected to "${this.target}" at ${
+            new Date(this.#opts.clock.now()).toISOString()
+          } after ${reason}: this is a fresh shell, cwd and environment were reset`;
+          this.cwd = this.#opts.cwd;
+          remote.onReconnected?.(this, attempt);
+          return;
+        }
+        this.#pty = undefined as unknown as Terminal;
+        await spawned.pty.close({ graceMs: 100 });
+      } catch (err) {
+        if (this.link) this.link.lastError = (err as Error).message;
+        log.info("reconnect failed", { session: this.id, attempt, error: err });
+      }
+    }
+    await this.close(`the link to "${this.target}" could not be re-established`);
+  }
+
   /** Closes the session; a running job ends as `killed`. Idempotent. */
   close(reason = "closed"): Promise<void> {
     return this.#closing ??= this.#teardown(reason);
@@ -347,7 +547,7 @@ export class Session {
     if (job && !job.final) job.stopping = { status: "killed", signal: "HUP" };
     this.state = "closed";
     this.#clearTimers();
-    await this.#pty?.close({ graceMs: 300 });
+    await this.#pty?.close({ graceMs: 300 }).catch(() => undefined);
     // Everything the session led to, wherever it went (setsid, nohup, double fork): gone.
     const scope = this.#spawned?.scope;
     if (scope) {
@@ -377,6 +577,10 @@ export class Session {
   }
 
   async #cleanupFiles(): Promise<void> {
+    if (this.#opts.remote) {
+      await this.#opts.remote.removeDir(this.#opts.dir).catch(() => {/* best effort */});
+      return;
+    }
     try {
       await Deno.remove(this.#opts.dir, { recursive: true });
     } catch {
@@ -475,6 +679,13 @@ export class Session {
 
   async #onShellExit(): Promise<void> {
     if (this.state === "closed") return;
+    if (this.#opts.remote && this.#closing === undefined) {
+      const lost = this.#pty.linkLost;
+      if (lost !== undefined || this.state === "starting") {
+        if (this.state !== "starting") await this.#reconnect(lost ?? "the shell ended");
+        return;
+      }
+    }
     // Let the last bytes drain (EIO) unless a leftover background process holds the tty.
     await within(this.#pty.outputEnded, 200);
     const st = this.#pty.exitStatus;

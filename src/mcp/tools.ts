@@ -33,6 +33,7 @@ import {
   SessionList,
 } from "../wire/mod.ts";
 import { MISSION_TOOLS } from "./mission_tools.ts";
+import { REMOTE_TOOLS } from "./remote_tools.ts";
 
 export interface ToolContext {
   agents: AgentOps;
@@ -75,6 +76,7 @@ export function jobHeader(v: JobResult): string {
 
 export function renderJob(v: JobResult): string {
   const lines = [jobHeader(v)];
+  if (v.notice) lines.push(`notice: ${v.notice}`);
   if (v.reason) lines.push(`reason: ${v.reason}`);
   if (v.gap) lines.push(`[gap: ${v.gap.dropped_bytes} bytes no longer retained]`);
   if (v.output) lines.push(v.output.replace(/\n$/, ""));
@@ -270,6 +272,7 @@ export const TOOLS: readonly ToolDef[] = [
     annotations: { readOnlyHint: true },
   }),
   ...MISSION_TOOLS,
+  ...REMOTE_TOOLS,
 ];
 
 function capabilities(c: ToolContext): z.output<typeof Capabilities> {
@@ -301,7 +304,7 @@ function capabilities(c: ToolContext): z.output<typeof Capabilities> {
       background_jobs: true,
       screen: true,
       progress_notifications: true,
-      remote_sessions: false,
+      remote_sessions: c.agents.remote !== undefined,
       policy: true,
       linear_time_patterns: true,
       missions: c.missions !== undefined,

@@ -29,3 +29,12 @@ export {
 export { type CompiledGlob, compileGlob, globMatch } from "./glob.ts";
 export { POLICY_LIMITS } from "./_analyze.ts";
 export { loadShellParser, shellParserLoaded } from "./_parser.ts";
+export {
+  CompiledResourceRules,
+  decideResource,
+  describeSubject,
+  type ResourceDecision,
+  type ResourceKind,
+  type ResourceRules,
+  type ResourceSubject,
+} from "./resource.ts";

@@ -13,6 +13,7 @@ import {
 import { compileRegex, type LinearRegex } from "../shared/mod.ts";
 import { type CompiledGlob, compileGlob, matchEvery, matchSome } from "./glob.ts";
 import { literalWord, subjectOf } from "./_words.ts";
+import type { ResourceRules } from "./resource.ts";
 
 export type PolicyAction = "allow" | "deny" | "confirm";
 export type RuleList = "allow" | "deny" | "confirm";
@@ -30,6 +31,12 @@ export interface PolicyRules {
   deny: readonly string[];
   confirm: readonly string[];
   auto_answer?: readonly AutoAnswer[];
+  /** Servers sessions and fleet runs may target (src/policy/resource.ts). */
+  servers?: ResourceRules;
+  /** Port forwards: `<server>:<remote host>:<remote port>`. */
+  forwards?: ResourceRules;
+  /** Files for file_read / file_write: absolute path globs, optionally `<server>:`-prefixed. */
+  files?: { read?: ResourceRules; write?: ResourceRules };
 }
 
 export interface Decision {

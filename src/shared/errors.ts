@@ -46,6 +46,10 @@ export interface ErrorDetails {
   file?: string;
   line?: number;
   problems?: string[];
+  /** Remote work: the server concerned (inventory name). */
+  server?: string;
+  /** A host key that changed: the fingerprint on record and the one the server offered. */
+  host_key?: { known: string; offered: string };
   /** Audit errors: where the hash chain is broken. */
   broken?: { seq: number | null; segment: string; line: number; reason: string };
 }

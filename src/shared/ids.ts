@@ -15,12 +15,14 @@ export function randomHex(bytes: number): string {
 }
 
 /** Prefixes of the ids Termada mints; the format is `<prefix>_` + 12 of ALPHABET (one place). */
-export type IdKind = "job" | "ses" | "apr" | "msn";
+export type IdKind = "job" | "ses" | "apr" | "msn" | "act" | "fwd";
 const ID_FORMAT: Record<IdKind, RegExp> = {
   job: /^job_[0-9a-hjkmnp-tv-z]{12}$/,
   ses: /^ses_[0-9a-hjkmnp-tv-z]{12}$/,
   apr: /^apr_[0-9a-hjkmnp-tv-z]{12}$/,
   msn: /^msn_[0-9a-hjkmnp-tv-z]{12}$/,
+  act: /^act_[0-9a-hjkmnp-tv-z]{12}$/,
+  fwd: /^fwd_[0-9a-hjkmnp-tv-z]{12}$/,
 };
 
 /** True when `id` has the exact format of an id of that kind (no lookup). */

@@ -17,6 +17,8 @@ export const ErrorDetailsSchema = z.object({
   file: z.string().optional(),
   line: z.number().int().optional(),
   problems: z.array(z.string()).optional(),
+  server: z.string().optional(),
+  host_key: z.object({ known: z.string(), offered: z.string() }).optional(),
   broken: z.object({
     seq: z.number().int().nullable(),
     segment: z.string(),

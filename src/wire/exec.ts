@@ -128,6 +128,8 @@ export const JobResult = z.object({
   exit_code: z.number().int().optional(),
   signal: z.string().optional(),
   /** Why it ended the way it did (denied, failed, killed, orphaned…). */
+  /** Said once after a session on a server reconnected: a fresh shell, cwd and env reset. */
+  notice: z.string().optional(),
   reason: z.string().optional(),
   output: z.string(),
   tail: z.string().optional(),

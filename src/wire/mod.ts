@@ -120,3 +120,22 @@ export {
   StopResult,
 } from "./operator.ts";
 export { Boundary, Capabilities, CapabilitiesInput, Empty } from "./server.ts";
+export {
+  FileReadInput,
+  FileReadResult,
+  FileWriteInput,
+  FileWriteResult,
+  FleetResult,
+  FleetRunInput,
+  FleetTarget,
+  ForwardIdInput,
+  ForwardList,
+  ForwardView,
+  OperatorServer,
+  OperatorServerList,
+  PortForwardInput,
+  REMOTE_LIMITS,
+  ServerAddInput,
+  ServerList,
+  ServerSummary,
+} from "./remote.ts";

@@ -27,6 +27,11 @@ export const PendingApproval = z.object({
    * `command` is then that program's argv, `path` the file it runs.
    */
   exec: z.object({ pid: z.number().int(), path: z.string() }).optional(),
+  /**
+   * Set when what waits is not a job but another action (a remote session, a fleet run, a
+   * forward, a file access): `job_id` is then the action's id (`act_…`), `command` a summary.
+   */
+  action: z.object({ kind: z.string() }).optional(),
 });
 export type PendingApproval = z.infer<typeof PendingApproval>;
 

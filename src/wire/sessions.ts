@@ -41,6 +41,15 @@ export const SessionInfo = z.object({
   created_at: z.string(),
   /** An operator holds back what agents read from this session's job. */
   output_paused: z.boolean().optional(),
+  /**
+   * A session on a server: its link. After a drop it reconnects with a fresh shell (cwd and
+   * environment reset); the job that ran ends `orphaned`.
+   */
+  link: z.object({
+    state: z.enum(["up", "reconnecting"]),
+    reconnects: z.number().int(),
+    last_error: z.string().optional(),
+  }).optional(),
 });
 export type SessionInfo = z.infer<typeof SessionInfo>;
 

@@ -400,3 +400,62 @@ async function auditText(state: string): Promise<string> {
 function count(text: string, needle: string): number {
   return text.split(needle).length - 1;
 }
+
+Deno.test("file policy decides where a path really leads: a symlink cannot carry a write out of an allowed directory", async () => {
+  const allowed = await Deno.realPath(await Deno.makeTempDir({ prefix: "termada-allowed-" }));
+  const other = await Deno.realPath(await Deno.makeTempDir({ prefix: "termada-other-" }));
+  try {
+    Deno.symlinkSync(other, `${allowed}/link`);
+    Deno.writeTextFileSync(`${other}/secret.txt`, "s3cret");
+    const state = await homeWithConfig(`policies:
+  default:
+    deny: ["shutdown *"]
+    files:
+      read:
+        allow: ["${allowed}/**"]
+      write:
+        allow: ["${allowed}/**"]
+`);
+    await using _d = await startDaemon(state, { env: { DENO_DIR } });
+    await using c = await stdioClient(state, ["--agent", "dev"], { DENO_DIR });
+    const w = await call(c, "file_write", {
+      path: `${allowed}/link/x.txt`,
+      content: "x",
+    }) as unknown as Err;
+    assert.equal(w.error?.code, "DENIED_BY_POLICY", JSON.stringify(w));
+    assert.throws(() => Deno.statSync(`${other}/x.txt`), Deno.errors.NotFound);
+    const r = await call(c, "file_read", { path: `${allowed}/link/secret.txt` }) as unknown as Err;
+    assert.equal(r.error?.code, "DENIED_BY_POLICY", JSON.stringify(r));
+    const ok = await call(c, "file_write", { path: `${allowed}/y.txt`, content: "y" });
+    assert.equal(ok.size, 1, JSON.stringify(ok));
+  } finally {
+    await Deno.remove(allowed, { recursive: true });
+    await Deno.remove(other, { recursive: true });
+  }
+});
+
+Deno.test("file tools never reach Termada's own control plane, even with a policy that allows everything", async () => {
+  const state = await homeWithConfig("");
+  await using _d = await startDaemon(state, { env: { DENO_DIR } });
+  await using c = await stdioClient(state, ["--agent", "dev"], { DENO_DIR });
+  for (const path of [`${state}/token`, `${state}/config.yaml`, `${state}/termada.db`]) {
+    const r = await call(c, "file_read", { path }) as unknown as Err;
+    assert.equal(r.error?.code, "DENIED_BY_POLICY", `${path}: ${JSON.stringify(r)}`);
+    assert.match(r.error.message, /control plane/);
+  }
+  const w = await call(c, "file_write", {
+    path: `${state}/config.yaml`,
+    content: "x: 1\n",
+  }) as unknown as Err;
+  assert.equal(w.error?.code, "DENIED_BY_POLICY");
+  assert.notEqual(Deno.readTextFileSync(`${state}/config.yaml`), "x: 1\n");
+  // Through a symlink placed elsewhere, too.
+  const dir = await Deno.makeTempDir();
+  try {
+    Deno.symlinkSync(`${state}/token`, `${dir}/t`);
+    const l = await call(c, "file_read", { path: `${dir}/t` }) as unknown as Err;
+    assert.equal(l.error?.code, "DENIED_BY_POLICY");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -18,7 +18,7 @@ import { parseInput } from "../wire/mod.ts";
 export type Listener = "unix" | "tcp";
 export type AppEnv = { Bindings: { listener: Listener } };
 
-type Status = 400 | 401 | 403 | 404 | 409 | 413 | 429 | 500 | 501 | 503;
+type Status = 400 | 401 | 403 | 404 | 409 | 413 | 429 | 500 | 501 | 502 | 503;
 
 /** One status per error code (anything unlisted is 500). */
 const STATUS: Partial<Record<ErrorCode | "UNAUTHORIZED" | "FORBIDDEN", Status>> = {
@@ -32,6 +32,7 @@ const STATUS: Partial<Record<ErrorCode | "UNAUTHORIZED" | "FORBIDDEN", Status>> 
   DENIED_BY_POLICY: 403,
   QUOTA_EXCEEDED: 429,
   NOT_SUPPORTED: 501,
+  SERVER_UNREACHABLE: 502,
   AUDIT_UNAVAILABLE: 503,
 };
 

@@ -36,7 +36,7 @@ interface ActionRef {
   session_id?: string;
   /** What it does, as people read it (argv, path, forward spec). */
   summary: string[];
-  /** The resources decided (`server prod`, `file local:/etc/hosts`…). */
+  /** The resources decided, as people read them (`server "prod"`, `reading "/etc/hosts" on local`). */
   resources: string[];
 }
 
@@ -120,7 +120,7 @@ export interface AuditEvents {
   "job.killed_by_operator": JobRef & { owner: string; status: string; grace_ms?: number };
   "input.written": InputRef & { decision?: DecisionRecord };
   "input.auto_answered": JobRef & { owner: string; prompt: string; answer: string };
-  // ── actions that are not jobs: remote sessions, fleet runs, forwards, files (src/control/actions.ts) ──
+  // ── actions that are not jobs: remote sessions, fleet runs, forwards, files (Gateway.admitAction) ──
   "action.requested": ActionRef & { decision: DecisionRecord };
   "action.refused": ActionRef & { reason: string };
   "action.denied": ActionRef & { decision: DecisionRecord };
@@ -161,7 +161,7 @@ export interface AuditEvents {
   };
   "server.added": { server: string; host: string; port: number; user: string; tags: string[] };
   "server.removed": { server: string };
-  "host_key.forgotten": { server: string; entries: number };
+  "host_key.forgotten": { server: string; host: string; port: number };
   "session.link_lost": { session_id: string; server: string; reason: string; job_id?: string };
   "session.reconnected": { session_id: string; server: string; attempt: number };
   // ── kill switch ──

@@ -25,8 +25,9 @@ const USAGE = {
   add: `Usage: termada servers add <name> --host HOST --user USER [--port PORT] [--tag TAG]...
                            [--host-key KEY] [--auth ENTRY] [--json] [--config FILE]
   Registers a server live (kept in the state directory; config-file servers stay read-only).
-  --host-key pins the server's public key (a known_hosts line or "type base64"); without it
-  the first connection records the key it sees. --auth names the auth entry to use.
+  --host-key pins the server's public key ("ssh-ed25519 AAAA…" as in a .pub file, or its
+  "SHA256:…" fingerprint); without it the first connection records the key it sees.
+  --auth names a vault entry (answers NOT_SUPPORTED until the vault exists).
   --tag may repeat (or take a comma-separated list).
 `,
   rm: `Usage: termada servers rm <name> [--json] [--config FILE]

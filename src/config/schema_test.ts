@@ -40,6 +40,8 @@ Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
     redaction: { patterns: [] },
     policies: { default: { allow: [], deny: [], confirm: [], auto_answer: [] } },
     default_policy: "default",
+    servers: [],
+    remote: { connect_timeout_ms: 8000, keepalive_ms: 15_000, reconnect_attempts: 8 },
   });
   assert.ok(Object.isFrozen(DEFAULT_CONFIG.sessions));
 });

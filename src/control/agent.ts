@@ -256,6 +256,7 @@ export class AgentOps {
         job,
         line: req.input,
         reader: "a program on a server",
+        remote: true,
         secret: req.secret === true,
         echoOff: /(password|passphrase|passcode)[^\n]*[:?]\s*$/i.test(job.prompt ?? ""),
       });

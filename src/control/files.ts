@@ -66,9 +66,9 @@ export class FileOps {
         const text = utf8(r.bytes);
         const content = text === undefined
           ? (r.bytes as Uint8Array & { toBase64(): string }).toBase64()
-          : w.session
-          ? new TextDecoder().decode(w.session.redactor.redact(r.bytes))
-          : text;
+          : new TextDecoder().decode(
+            (w.session?.redactor ?? this.#o.engine.newRedactor()).redact(r.bytes),
+          );
         return {
           path: r.path,
           target: w.target,
@@ -146,18 +146,36 @@ export class FileOps {
     }
   }
 
-  #admit(
+  /**
+   * The gate, on the path asked and on the path it really reaches (symlinks resolved: the file
+   * for a read, the directory for a write), so a link under an allowed directory cannot lead
+   * the call somewhere the policy forbids. Both must pass; the strictest answer wins.
+   */
+  async #admit(
     owner: string,
     kind: Extract<ActionKind, "file.read" | "file.write">,
     w: Where,
     path: string,
     summary: string[],
   ): Promise<AdmittedAction> {
-    return this.#o.gateway.admitAction(
+    const real = await reached(w.backend, kind, path);
+    const subjects = [{ kind, target: w.target, path }];
+    if (real !== undefined && real !== path) subjects.push({ kind, target: w.target, path: real });
+    // The daemon reads and writes as itself: its own state, config, tokens and sockets are out
+    // of reach whatever the policy says (sessions cannot see them either).
+    const hidden = w.target === "local" ? this.#o.engine.sandboxReport().hiding.paths : [];
+    const inside = (x: string) =>
+      hidden.some((h) => x === h || x.startsWith(h.endsWith("/") ? h : `${h}/`));
+    const forbidden = [path, real].some((x) => x !== undefined && inside(x))
+      ? `"${path}" is part of Termada's own control plane (state, config, tokens): ` +
+        "never reachable by agents"
+      : undefined;
+    return await this.#o.gateway.admitAction(
       {
         owner,
         kind,
-        subjects: [{ kind, target: w.target, path }],
+        subjects,
+        ...(forbidden ? { forbidden } : {}),
         summary: [...summary, `on ${w.target}`],
         ...(w.session ? { sessionId: w.session.id } : {}),
       },
@@ -208,6 +226,22 @@ export class FileOps {
       lease.release();
       throw err;
     }
+  }
+}
+
+/** Where `path` leads once symlinks are resolved; undefined when it (or its directory) is missing. */
+async function reached(
+  backend: FileBackend,
+  kind: "file.read" | "file.write",
+  path: string,
+): Promise<string | undefined> {
+  try {
+    if (kind === "file.read") return await backend.realpath(path);
+    const slash = path.lastIndexOf("/");
+    const dir = await backend.realpath(slash <= 0 ? "/" : path.slice(0, slash));
+    return `${dir === "/" ? "" : dir}/${path.slice(slash + 1)}`;
+  } catch {
+    return undefined; // the call itself reports what is missing
   }
 }
 

@@ -55,7 +55,7 @@ export interface PolicyPort {
   ): PolicyVerdict;
   /** Decides a server, a forward or a file (policy `servers`, `forwards`, `files`). */
   decideResource?(agent: string, subject: ResourceSubject): PolicyVerdict;
-  decideLine(agent: string, line: string): PolicyVerdict;
+  decideLine(agent: string, line: string, opts?: { remote?: boolean }): PolicyVerdict;
 }
 
 export type ExecVerdict =
@@ -82,6 +82,8 @@ export interface ActionRequest {
   /** What people see in the approval queue and the audit (argv, path, forward spec). */
   summary: readonly string[];
   sessionId?: string;
+  /** Refused whatever the policy says (e.g. a path of Termada's own control plane): why. */
+  forbidden?: string;
 }
 
 /** An admitted action: its id (act_…) and the decision, its intent record on disk. */
@@ -114,6 +116,8 @@ export interface InputAdmission {
    * is not a command. An agent's `secret` flag alone never skips the policy.
    */
   echoOff: boolean;
+  /** Typed into a program on a server (no exec gate checks what it runs). */
+  remote?: boolean;
 }
 
 const STOPPED_HINT = (until: number) =>
@@ -172,7 +176,7 @@ export class Gateway {
       await trail.inputWritten(req.job, "[not echoed]", req.reader);
       return;
     }
-    const d = this.#o.policy.decideLine(req.job.owner, req.line);
+    const d = this.#o.policy.decideLine(req.job.owner, req.line, { remote: req.remote });
     // For a secret line the reason (which quotes it) stays out of the audit log.
     const decision: DecisionRecord = {
       action: d.action,
@@ -350,6 +354,7 @@ export class Gateway {
     rec.assertHealthy();
     const port = this.#o.policy;
     const verdicts: PolicyVerdict[] = [];
+    if (req.forbidden) verdicts.push({ action: "deny", reason: req.forbidden });
     for (const s of req.subjects) {
       verdicts.push(
         port.decideResource?.(req.owner, s) ?? { action: "allow", reason: "no resource rules" },
@@ -377,6 +382,7 @@ export class Gateway {
         { decision, rule: d.rule?.pattern, reason: d.reason },
       );
       approvalId = answer.approvalId;
+      if (!answer.approved && this.stopped) throw this.#stoppedError();
       if (!answer.approved) {
         throw new TermadaError("DENIED_BY_POLICY", `Not approved: ${answer.reason}`, {
           retriable: false,

@@ -261,7 +261,9 @@ export class OperatorOps {
 
   /** Adds a server (kept in the state dir); recorded. Running sessions keep their bindings. */
   async addServer(by: Actor, input: ServerAddInput): Promise<OperatorServerList> {
-    const entry = await this.#remote().inventory.add(input);
+    const inv = this.#remote().inventory;
+    const entry = inv.check(input);
+    // Recorded first: a change the audit log cannot show does not happen.
     this.#o.recorder.record(by, "server.added", {
       server: entry.name,
       host: entry.host,
@@ -269,13 +271,16 @@ export class OperatorOps {
       user: entry.user,
       tags: [...entry.tags],
     });
+    await inv.add(entry);
     return this.servers();
   }
 
   /** Removes a live server: its forwards close and idle connections drop; sessions keep running. */
   async removeServer(by: Actor, name: string): Promise<OperatorServerList> {
-    await this.#remote().removeServer(name);
+    const r = this.#remote();
+    r.inventory.checkRemovable(name);
     this.#o.recorder.record(by, "server.removed", { server: name });
+    await r.removeServer(name);
     return this.servers();
   }
 
@@ -283,9 +288,8 @@ export class OperatorOps {
   async forgetHostKey(by: Actor, name: string): Promise<number> {
     const r = this.#remote();
     const b = r.inventory.bind(name);
-    const n = await r.knownHosts.forget(b.host, b.port);
-    this.#o.recorder.record(by, "host_key.forgotten", { server: name, entries: n });
-    return n;
+    this.#o.recorder.record(by, "host_key.forgotten", { server: name, host: b.host, port: b.port });
+    return await r.knownHosts.forget(b.host, b.port);
   }
 
   /** Every open port forward of every agent. */

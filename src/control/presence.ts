@@ -115,6 +115,10 @@ export class Presence {
         })
       );
       this.#o.agents.forgetDefault(agent);
+      // Its port forwards listen for nobody now.
+      this.#o.agents.remote?.closeForwardsOf(agent, "its agent went away").catch((err) =>
+        log.warn("could not close a gone agent's forwards", { agent, error: err })
+      );
     }
     let left = 0;
     for (const s of sessions) {

@@ -8,7 +8,13 @@
 import type { Engine, RemoteLauncher, Session } from "../engine/mod.ts";
 import type { CallOptions } from "../engine/mod.ts";
 import type { ForwardInfo, Inventory, KnownHosts, SshPool } from "../remote/mod.ts";
-import { FleetLimiter, Forwards, remoteLauncher, runFleet } from "../remote/mod.ts";
+import {
+  fleetCommandLine,
+  FleetLimiter,
+  Forwards,
+  remoteLauncher,
+  runFleet,
+} from "../remote/mod.ts";
 import type { ServerBinding, SFTPWrapper, SshLease } from "../remote/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
 import type {
@@ -99,6 +105,9 @@ export class RemoteOps {
       );
     }
     const names = targets.map((t) => t.name);
+    // As in exec_run, one word is a shell command line (and the policy reads it as one).
+    const argv = req.command.length === 1 ? ["sh", "-c", req.command[0]!] : req.command;
+    fleetCommandLine(argv); // what cannot be carried exactly is refused before anyone is asked
     const action = await this.admit({
       owner,
       kind: "fleet",
@@ -110,7 +119,7 @@ export class RemoteOps {
         ...names.slice(0, 32),
         ...(names.length > 32 ? [`… ${names.length - 32} more`] : []),
       ],
-    });
+    }, call.signal);
     const t0 = Date.now();
     const redactor = this.#o.engine.newRedactor();
     const enc = new TextEncoder(), dec = new TextDecoder();
@@ -120,8 +129,6 @@ export class RemoteOps {
     const rec = this.#o.recorder;
     let results;
     try {
-      // As in exec_run, one word is a shell command line (and the policy read it as one).
-      const argv = req.command.length === 1 ? ["sh", "-c", req.command[0]!] : req.command;
       results = await runFleet(argv, targets, this.#limiter, {
         concurrency: req.concurrency,
         timeoutMs: req.timeout_ms,
@@ -258,6 +265,13 @@ export class RemoteOps {
     await this.#forwards.closeServer(name, `server "${name}" was removed`);
   }
 
+  /** Closes every forward of `owner` (its agent went away). */
+  async closeForwardsOf(owner: string, reason: string): Promise<void> {
+    for (const f of this.#forwards.list(owner)) {
+      await this.#forwards.close(owner, f.forward_id, reason).catch(() => {/* closed meanwhile */});
+    }
+  }
+
   async forwardClose(owner: string, id: string): Promise<ForwardView> {
     return view(await this.#forwards.close(owner, id, "closed by its owner"));
   }
@@ -291,8 +305,8 @@ export class RemoteOps {
   }
 
   /** The gate for an action, with the approval book asking a person on confirm. */
-  admit(req: ActionRequest): Promise<AdmittedAction> {
-    return this.#o.gateway.admitAction(req, (a, c) => this.#o.approvals.askAction(a, c));
+  admit(req: ActionRequest, signal?: AbortSignal): Promise<AdmittedAction> {
+    return this.#o.gateway.admitAction(req, (a, c) => this.#o.approvals.askAction(a, c, signal));
   }
 
   /**

@@ -145,7 +145,8 @@ export function policyPort(
         };
       return decideResource(subject, resourceRules(agent, subject.kind), fallback);
     },
-    decideLine: (agent, line) => decideLine(line, rulesOf(agent), { execGate: gated() }),
+    decideLine: (agent, line, opts) =>
+      decideLine(line, rulesOf(agent), { execGate: opts?.remote ? false : gated() }),
     autoAnswer: (agent, prompt) =>
       rulesOf(agent).autoAnswer.find((a) => a.prompt.test(prompt))?.answer,
     decideExec: (agent: string, exec: ExecFacts) => {

@@ -459,7 +459,7 @@ export class Session {
     this.#jobDone();
     this.#zone = false;
     this.#sent = false;
-    await this.#relaunch("the shell was hung up to stop a job");
+    await this.#relaunch("the shell was hung up to stop a job", false);
   }
 
   /**
@@ -485,7 +485,8 @@ export class Session {
     await this.#relaunch(reason);
   }
 
-  async #relaunch(reason: string): Promise<void> {
+  /** `lost`: the link dropped (counted in `link.reconnects`), not a hang-up of ours. */
+  async #relaunch(reason: string, lost = true): Promise<void> {
     const remote = this.#opts.remote!;
     this.state = "starting";
     this.#ready = Promise.withResolvers();
@@ -514,12 +515,12 @@ export class Session {
         this.#attach(spawned);
         const up = await within(this.#ready.promise.then(() => true), this.#opts.startTimeoutMs);
         if (up && !closed()) {
-          this.link!.reconnects++;
+          if (lost) this.link!.reconnects++;
           this.notice = `Session "${this.id}" reconnected to "${this.target}" at ${
             new Date(this.#opts.clock.now()).toISOString()
           } after ${reason}: this is a fresh shell, cwd and environment were reset`;
           this.cwd = this.#opts.cwd;
-          remote.onReconnected?.(this, attempt);
+          if (lost) remote.onReconnected?.(this, attempt);
           return;
         }
         this.#pty = undefined as unknown as Terminal;

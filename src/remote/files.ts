@@ -48,6 +48,8 @@ export interface FileBackend {
    * directory (the `home` option of `sftpFiles`, see `sftpHome`).
    */
   resolve(cwd: string, path: string): string;
+  /** The path with every symlink resolved (it must exist); throws otherwise. */
+  realpath(path: string): Promise<string>;
   read(path: string, o: { offset: number; maxBytes: number }): Promise<FileRead>;
   write(path: string, data: Uint8Array, o: { mode?: number }): Promise<FileWritten>;
 }
@@ -300,6 +302,10 @@ function localError(err: unknown, action: Action, path: string): TermadaError {
 
 class LocalFiles implements FileBackend {
   readonly kind = "local" as const;
+
+  realpath(path: string): Promise<string> {
+    return Deno.realPath(path);
+  }
 
   resolve(cwd: string, path: string): string {
     if (!cwd.startsWith("/")) throw new TypeError(`cwd ${q(cwd)} is not absolute`);

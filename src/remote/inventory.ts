@@ -103,6 +103,25 @@ export class Inventory {
 
   /** Adds a live server (an operator's). A name in use is INVALID_ARGUMENT. */
   async add(input: unknown): Promise<ServerEntry> {
+    const entry = this.check(input);
+    await this.#save([...this.#live, entry]);
+    return entry;
+  }
+
+  /** Removing `name` is possible (a live server that exists); throws otherwise. */
+  checkRemovable(name: string): void {
+    if (this.#config.some((s) => s.name === name)) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Server "${name}" is defined in the config file`,
+        { details: { server: name }, hint: "Remove it from `servers:` in the config and restart" },
+      );
+    }
+    if (!this.#live.some((s) => s.name === name)) this.bind(name); // NOT_FOUND
+  }
+
+  /** The entry `input` would add, checked (schema, name free, room left); nothing is written. */
+  check(input: unknown): ServerEntry {
     const parsed = ServerEntry.safeParse(input);
     if (!parsed.success) {
       const problems = parsed.error.issues.map((i) =>
@@ -122,20 +141,12 @@ export class Inventory {
     if (this.size >= MAX_SERVERS) {
       throw new TermadaError("QUOTA_EXCEEDED", `At most ${MAX_SERVERS} servers can be registered`);
     }
-    await this.#save([...this.#live, entry]);
     return entry;
   }
 
   /** Removes a live server; a config one must be removed from the config file. */
   async remove(name: string): Promise<void> {
-    if (this.#config.some((s) => s.name === name)) {
-      throw new TermadaError(
-        "INVALID_ARGUMENT",
-        `Server "${name}" is defined in the config file`,
-        { details: { server: name }, hint: "Remove it from `servers:` in the config and restart" },
-      );
-    }
-    if (!this.#live.some((s) => s.name === name)) this.bind(name); // NOT_FOUND
+    this.checkRemovable(name);
     await this.#save(this.#live.filter((s) => s.name !== name));
     this.#status.delete(name);
   }

@@ -28,5 +28,11 @@ export {
   sftpHome,
 } from "./files.ts";
 export type { ClientChannel, SFTPWrapper, SshClient } from "./ssh2.ts";
-export { FLEET_LIMITS, FleetLimiter, type FleetTargetResult, runFleet } from "./fleet.ts";
+export {
+  FLEET_LIMITS,
+  fleetCommandLine,
+  FleetLimiter,
+  type FleetTargetResult,
+  runFleet,
+} from "./fleet.ts";
 export { FORWARD_LIMITS, type ForwardInfo, Forwards, type PendingForward } from "./forward.ts";

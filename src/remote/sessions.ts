@@ -7,7 +7,6 @@
  */
 import type { PtySpawnOptions } from "../pty/mod.ts";
 import type { RemoteLauncher, Session } from "../engine/mod.ts";
-import { quoteWord } from "../shell/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
 import type { ServerBinding } from "./binding.ts";
 import type { SshLease, SshPool } from "./pool.ts";
@@ -110,8 +109,12 @@ export function shellCommand(req: PtySpawnOptions): string {
   return req.cwd ? `cd ${q(req.cwd)} && ${exec}` : exec;
 }
 
+/**
+ * POSIX single quotes, whatever the word holds (newlines too): the line is read by the remote
+ * user's login shell, which may be dash, where bash's `$'…'` does not exist.
+ */
 function q(word: string): string {
-  return quoteWord(word);
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
 function dirOf(path: string): string {

@@ -40,7 +40,7 @@ export const FleetRunInput = z.strictObject({
   servers: z.array(ServerName).max(REMOTE_LIMITS.fleetTargets).optional(),
   tags: z.array(Tag).max(64).optional(),
   concurrency: z.number().int().min(1).max(REMOTE_LIMITS.fleetConcurrency).optional(),
-  timeout_ms: Ms(REMOTE_LIMITS.fleetTimeoutMs).optional(),
+  timeout_ms: z.number().int().min(1).max(REMOTE_LIMITS.fleetTimeoutMs).optional(),
 });
 export type FleetRunInput = z.output<typeof FleetRunInput>;
 

@@ -4,7 +4,7 @@
  * operator's server routes.
  */
 import { z } from "zod";
-import { Command, Id, Ms, Path } from "./common.ts";
+import { Command, Id, Path } from "./common.ts";
 
 const ServerName = z.string().min(1).max(63).regex(
   /^[a-z0-9][a-z0-9_.-]*$/,

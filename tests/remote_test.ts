@@ -68,6 +68,29 @@ Deno.test({
     });
     assert.match(w.output as string, /hi bob/);
 
+    // A background job beside the session runs on the server too, in its cwd.
+    const bg = await call(c, "exec_run", {
+      session_id: sid,
+      mode: "background",
+      command: ["pwd; echo bg; exit 3"],
+    });
+    const bgw = await call(c, "exec_wait", {
+      job_id: bg.job_id,
+      until: { exit: true },
+      timeout_ms: 15_000,
+    });
+    assert.equal(bgw.exit_code, 3, JSON.stringify(bgw));
+    assert.match(bgw.output as string, /^\/tmp\r?\nbg/);
+    const bgLong = await call(c, "exec_start", {
+      session_id: sid,
+      mode: "background",
+      command: ["sleep", "300"],
+    });
+    const bgk = await call(c, "exec_kill", { job_id: bgLong.job_id, grace_ms: 300 });
+    assert.equal(bgk.status, "killed", JSON.stringify(bgk));
+    const screen = await call(c, "session_screen", { session_id: sid });
+    assert.ok((screen.lines as string[]).some((l) => l.includes("hi bob")), JSON.stringify(screen));
+
     // The host key was recorded on first contact.
     const kh = Deno.readTextFileSync(`${state}/known_hosts`);
     assert.match(kh, new RegExp(`^\\[127\\.0\\.0\\.1\\]:${sshd.port} ssh-ed25519 `, "m"));

@@ -326,13 +326,6 @@ export class AgentOps {
       const base = req.session === undefined
         ? undefined
         : engine.registry.ownSession(owner, req.session);
-      if (base?.remote) {
-        throw new TermadaError(
-          "NOT_SUPPORTED",
-          `Background jobs do not run on servers yet (session "${base.id}" is on "${base.target}")`,
-          { hint: "Use exec_start (foreground in that session) and poll it, or fleet_run" },
-        );
-      }
       res = engine.jobs.reserveBackground(owner, base, spec);
     } else {
       const session = req.session === undefined

@@ -145,14 +145,20 @@ export class JobLifecycle {
     job.unpark();
     if (job.mode === "background") {
       const base = res.session && res.session.state !== "closed" ? res.session : undefined;
+      if (res.session?.remote && !base) {
+        job.finish("failed", { reason: "its session closed before it started" });
+        throw sessionClosed(res.session.id, job.id);
+      }
+      // Beside a session on a server, the job runs on that server (its own terminal there).
+      const onServer = base?.remote === true;
       const one = await OneShot.start(job, {
         argv: res.spec.command,
         shell: base?.shell ?? this.#o.defaultShell,
         cwd: res.cwd,
-        env: { ...this.#o.env, ...res.spec.env },
+        env: onServer ? { ...base!.remoteEnv, ...res.spec.env } : { ...this.#o.env, ...res.spec.env },
         cols: base?.cols ?? 120,
         rows: base?.rows ?? 40,
-        spawn: (req) => this.#o.spawn(req, job),
+        spawn: onServer ? (req) => base!.spawnBeside(req) : (req) => this.#o.spawn(req, job),
       });
       this.#oneshots.set(job.id, one);
       job.done.then(() => this.#oneshots.delete(job.id));

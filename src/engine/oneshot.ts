@@ -17,34 +17,41 @@ import { TermadaError, within } from "../shared/mod.ts";
 import { InputWatcher } from "./input.ts";
 import type { Job } from "./job.ts";
 import type { ProcessScope } from "../sandbox/mod.ts";
+import type { Terminal } from "./session.ts";
 
-/** A program started on a local PTY (one-shot jobs are local only). */
+/**
+ * A program started on a terminal: a local PTY with its processes (`scope`), or a terminal on
+ * a server (a background job in a remote session: no scope, its processes are out of reach).
+ */
 export interface Spawned {
-  pty: Pty;
-  scope: ProcessScope;
+  pty: Terminal;
+  scope?: ProcessScope;
   detach(): void;
 }
 
 export class OneShot {
   readonly job: Job;
-  readonly #pty: Pty;
+  readonly #pty: Terminal;
   readonly #input: InputWatcher;
 
-  readonly #scope: ProcessScope;
+  readonly #scope: ProcessScope | undefined;
 
   private constructor(job: Job, spawned: Spawned) {
     const pty = spawned.pty;
     this.job = job;
     this.#pty = pty;
-    this.#scope = spawned.scope;
-    job.processes = {
-      list: () => spawned.scope.all(),
-      end: async (graceMs) => {
-        const r = await spawned.scope.end({ wholeCgroup: true, graceMs });
-        if (r.survivors.length === 0) await spawned.scope.dispose().catch(() => false);
-        return r;
-      },
-    };
+    const scope = spawned.scope;
+    this.#scope = scope;
+    if (scope) {
+      job.processes = {
+        list: () => scope.all(),
+        end: async (graceMs) => {
+          const r = await scope.end({ wholeCgroup: true, graceMs });
+          if (r.survivors.length === 0) await scope.dispose().catch(() => false);
+          return r;
+        },
+      };
+    }
     this.#input = new InputWatcher(pty, pty.pid, () => this.job);
     pty.setSink((c) => {
       job.feed(c);
@@ -54,7 +61,18 @@ export class OneShot {
     Promise.all([pty.exited, within(pty.outputEnded, 200)]).then(async ([st]) => {
       this.#input.stop();
       const code = st.code ?? (st.signal ? 128 + (SIGNAL_NUMBERS[st.signal] ?? 0) : undefined);
-      job.finish("exited", { exitCode: code, signal: st.signal ?? undefined, source: "kernel" });
+      if (pty.remote && pty.linkLost !== undefined) {
+        job.finish("orphaned", {
+          reason: `the link dropped (${pty.linkLost}); the remote process may still run there`,
+        });
+      } else {
+        // On a server the status is what sshd reported, not a waitpid of ours.
+        job.finish("exited", {
+          exitCode: code,
+          signal: st.signal ?? undefined,
+          source: pty.remote ? "shell" : "kernel",
+        });
+      }
       await pty.close({ graceMs: 100 });
       spawned.detach();
     });
@@ -107,7 +125,7 @@ export class OneShot {
     return new OneShot(job, spawned);
   }
 
-  get pty(): Pty {
+  get pty(): Terminal {
     return this.#pty;
   }
 
@@ -125,6 +143,20 @@ export class OneShot {
   async stop(graceMs: number, status: "killed" | "timed_out"): Promise<void> {
     const job = this.job;
     if (job.final) return;
+    if (this.#pty.remote) {
+      // Best effort on a server: ^C, ^\, then hang up the channel (SIGHUP to what it runs).
+      for (const sig of ["INT", "QUIT"] as const) {
+        job.stopping = { status, signal: sig };
+        this.#pty.signal(sig, "foreground");
+        if (await waitDone(job, graceMs)) return;
+      }
+      job.stopping = { status, signal: "HUP" };
+      job.reason ??= "best effort on a server: ^C and ^\\ did not end it, so its terminal was " +
+        "hung up; a process that ignores SIGHUP may still run there";
+      await this.#pty.close({ graceMs: 0 });
+      await waitDone(job, 2000);
+      return;
+    }
     const tree = snapshotTree(this.#pty.pid);
     job.stopping = { status, signal: "INT" };
     this.signal("INT");
@@ -147,8 +179,8 @@ export class OneShot {
     this.#input.stop();
     await this.#pty.close({ graceMs: 200 });
     await waitDone(this.job, 1000);
-    await this.#scope.end({ wholeCgroup: true, graceMs: 100 }).catch(() => undefined);
-    await this.#scope.dispose().catch(() => false);
+    await this.#scope?.end({ wholeCgroup: true, graceMs: 100 }).catch(() => undefined);
+    await this.#scope?.dispose().catch(() => false);
   }
 }
 

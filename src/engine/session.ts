@@ -262,6 +262,19 @@ export class Session {
   get remote(): boolean {
     return this.#opts.remote !== undefined;
   }
+
+  /** The environment this session's shell was given by us (for jobs beside it on its server). */
+  get remoteEnv(): Record<string, string> {
+    const env = { ...this.#opts.env };
+    delete env.TERMADA_SESSION_ID;
+    return env;
+  }
+
+  /** Starts another program where this session runs (a background job on its server). */
+  spawnBeside(req: PtySpawnOptions): Promise<Spawned> {
+    if (!this.#opts.remote) throw new TypeError("spawnBeside is for sessions on a server");
+    return this.#opts.spawn(req);
+  }
   // Between two terminals (a remote session reconnecting) the last known size stands.
   #cols = 0;
   #rows = 0;

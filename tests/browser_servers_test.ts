@@ -183,6 +183,10 @@ Deno.test({
       await page.waitForFunction(`!document.querySelector('[data-server="probe-1"]')`, {
         timeout: 10_000,
       });
+      await page.waitForFunction(
+        `document.querySelector("[data-servers-note]")?.textContent?.includes("Removed server")`,
+        { timeout: 10_000 },
+      );
       assert.match(await text(page, "[data-servers-note]"), /Removed server "probe-1"/);
       const after = await (await op("/servers")).json() as { servers: { name: string }[] };
       assert.deepEqual(after.servers.map((s) => s.name), ["cfg-box"]);

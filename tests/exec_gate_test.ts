@@ -1040,17 +1040,25 @@ Deno.test("security.exec_gate: off runs the copied touch the gate stops", async 
       assert.match(String(gate.reason), /off/);
     });
 
-    await t.step("the copied touch runs; the static layer still refuses plain touch", async () => {
-      const dir = await caseDir(root);
-      await using s = await openSession(c, { cwd: dir });
-      const r = await s.run("./t canary; echo rc=$?");
-      assert.match(String(r.output), /rc=0/, shown(r));
-      assert.equal(r.blocked, undefined);
-      assert.ok(exists(`${dir}/canary`), shown(r));
-      const st = await s.run("touch canary2");
-      assert.equal(errorOf(st)?.code, "DENIED_BY_POLICY", shown(st));
-      assert.ok(!exists(`${dir}/canary2`));
-    });
+    await t.step(
+      "a copy named in PATH runs; by its path it is opaque; plain touch is refused",
+      async () => {
+        const dir = await caseDir(root);
+        await using s = await openSession(c, { cwd: dir });
+        // Without the gate a copy under another name is invisible to the static layer…
+        const r = await s.run("PATH=.:$PATH t canary; echo rc=$?");
+        assert.match(String(r.output), /rc=0/, shown(r));
+        assert.equal(r.blocked, undefined);
+        assert.ok(exists(`${dir}/canary`), shown(r));
+        // …while a program named by its path is a program file: opaque, denied with rules.
+        const byPath = await s.run("./t canary3");
+        assert.equal(errorOf(byPath)?.code, "DENIED_BY_POLICY", shown(byPath));
+        assert.ok(!exists(`${dir}/canary3`));
+        const st = await s.run("touch canary2");
+        assert.equal(errorOf(st)?.code, "DENIED_BY_POLICY", shown(st));
+        assert.ok(!exists(`${dir}/canary2`));
+      },
+    );
   } finally {
     await Deno.remove(home, { recursive: true });
     await Deno.remove(root, { recursive: true });

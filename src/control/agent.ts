@@ -51,6 +51,8 @@ export interface AgentOpsOptions {
   trail: Trail;
   /** Servers (src/remote); absent: only local sessions. */
   remote?: RemoteOps;
+  /** What the file tools never touch (see FileOpsOptions.forbidden). */
+  forbiddenPaths?: { all: readonly string[]; write: readonly string[] };
 }
 
 export class AgentOps {
@@ -74,6 +76,7 @@ export class AgentOps {
       gateway: o.gateway,
       approvals: o.approvals,
       remote: o.remote,
+      forbidden: o.forbiddenPaths,
     });
   }
 
@@ -144,7 +147,7 @@ export class AgentOps {
   ): Promise<Session> {
     const remote = this.#remote!;
     this.#gateway.admitSession();
-    const { action, launcher, binding } = await remote.sessionLauncher(owner, target);
+    const { action, launcher, binding } = await remote.sessionLauncher(owner, target, spec.env);
     let s: Session;
     try {
       s = await this.#engine.openSession(owner, spec, launcher);
@@ -250,15 +253,25 @@ export class AgentOps {
     const target = this.#engine.jobs.inputTarget(job);
     const onServer = this.#engine.registry.sessionById(job.sessionId)?.remote === true;
     if (onServer) {
-      // On a server nobody can tell which program reads, or whether the terminal echoes: the
-      // line is a command for the policy unless the prompt asks for a password (a text hint).
+      // On a server nobody can tell which program reads, or whether the terminal echoes: every
+      // line is a command for the policy (a prompt's text proves nothing: the agent can print
+      // one). Control characters would let the terminal make other lines than the policy saw.
+      // deno-lint-ignore no-control-regex
+      if (/[\x00-\x08\x0b-\x1f\x7f]/.test(req.input)) {
+        throw new TermadaError(
+          "INVALID_ARGUMENT",
+          "Cannot type control characters into a program on a server: the terminal would edit " +
+            "the line after the policy checked it",
+          { details: { job_id: job.id }, hint: "Send plain text lines (tab and newline are fine)" },
+        );
+      }
       await this.#gateway.admitInput({
         job,
         line: req.input,
         reader: "a program on a server",
         remote: true,
         secret: req.secret === true,
-        echoOff: /(password|passphrase|passcode)[^\n]*[:?]\s*$/i.test(job.prompt ?? ""),
+        echoOff: false,
       });
     } else if (job.inputReader && COMMAND_READERS.test(job.inputReader)) {
       // The reader runs what it is given: the line is a command and passes the gate as one —
@@ -343,6 +356,7 @@ export class AgentOps {
     try {
       verdict = await this.#gateway.admitExec(res.job, req.env, {
         remote: res.session?.remote === true,
+        posix: res.session?.shell === "sh",
       });
       if (verdict.verdict === "confirm") {
         await this.#approvals.park(res, verdict);

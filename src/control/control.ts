@@ -45,6 +45,8 @@ export interface ControlOptions {
   reapAfterMs?: number | null;
   /** Servers, connections, host keys (src/remote); absent: local sessions only. */
   remote?: RemoteSetup;
+  /** Paths the file tools never touch: `all` (read and write) and `write` only. */
+  forbiddenPaths?: { all: readonly string[]; write: readonly string[] };
   clock?: Clock;
 }
 
@@ -107,6 +109,7 @@ export class Control {
       approvals: this.#approvals,
       trail: this.#trail,
       remote: this.remote,
+      forbiddenPaths: o.forbiddenPaths ?? { all: o.engine.sandbox?.hide ?? [], write: [] },
     });
     this.operators = new OperatorOps({
       engine,

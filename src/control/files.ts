@@ -7,7 +7,13 @@
  * back passes the session's redactor like any output.
  */
 import type { Engine, Session } from "../engine/mod.ts";
-import { type FileBackend, localFiles, sftpFiles, sftpHome } from "../remote/mod.ts";
+import {
+  type FileBackend,
+  isLoopbackHost,
+  localFiles,
+  sftpFiles,
+  sftpHome,
+} from "../remote/mod.ts";
 import { TermadaError, toTermadaError } from "../shared/mod.ts";
 import type {
   FileReadInput,
@@ -25,11 +31,22 @@ export interface FileOpsOptions {
   gateway: Gateway;
   approvals: ApprovalBook;
   remote?: RemoteOps;
+  /**
+   * Paths of this machine agents never read or write through the file tools, whatever the
+   * policy: Termada's control plane (state, config, tokens, sockets), the daemon's SSH
+   * credentials; and `write`: its own code (what the launcher runs).
+   */
+  forbidden?: { all: readonly string[]; write: readonly string[] };
 }
+
+/** Kernel views of processes and devices: never through the file tools. */
+const KERNEL_VIEWS = ["/proc", "/sys"];
 
 interface Where {
   session: Session | undefined;
   target: string;
+  /** The files are this machine's (local, or a server on a loopback address). */
+  thisMachine: boolean;
   cwd: string;
   backend: FileBackend;
   release(): void;
@@ -37,18 +54,50 @@ interface Where {
 
 export class FileOps {
   readonly #o: FileOpsOptions;
+  /** The forbidden paths with their real paths too (resolved once, on first use). */
+  #resolved: Promise<{ all: string[]; write: string[] }> | undefined;
 
   constructor(o: FileOpsOptions) {
     this.#o = o;
+  }
+
+  async #forbidden(
+    kind: "file.read" | "file.write",
+    paths: (string | undefined)[],
+  ): Promise<boolean> {
+    this.#resolved ??= (async () => {
+      const withReal = async (list: readonly string[]) => {
+        const out = new Set<string>();
+        for (const p of list) {
+          out.add(p);
+          try {
+            out.add(await Deno.realPath(p));
+          } catch {
+            // not there (yet): its lexical path stands
+          }
+        }
+        return [...out];
+      };
+      return {
+        all: await withReal([...KERNEL_VIEWS, ...(this.#o.forbidden?.all ?? [])]),
+        write: await withReal(this.#o.forbidden?.write ?? []),
+      };
+    })();
+    const f = await this.#resolved;
+    const list = kind === "file.write" ? [...f.all, ...f.write] : f.all;
+    const inside = (x: string) =>
+      list.some((h) => x === h || x.startsWith(h.endsWith("/") ? h : `${h}/`));
+    return paths.some((x) => x !== undefined && inside(x));
   }
 
   async read(owner: string, req: FileReadInput): Promise<FileReadResult> {
     const w = await this.#where(owner, req.session_id ?? req.session);
     try {
       const path = w.backend.resolve(w.cwd, req.path);
-      const action = await this.#admit(owner, "file.read", w, path, ["read", path]);
+      const { action, real } = await this.#admit(owner, "file.read", w, path, ["read", path]);
       try {
-        const r = await w.backend.read(path, {
+        // Where the check found it leads: a symlink swapped after the check is not followed.
+        const r = await w.backend.read(real ?? path, {
           offset: req.offset ?? 0,
           maxBytes: req.max_bytes ?? REMOTE_LIMITS.readPageBytes,
         });
@@ -111,13 +160,13 @@ export class FileOps {
     const w = await this.#where(owner, req.session_id ?? req.session);
     try {
       const path = w.backend.resolve(w.cwd, req.path);
-      const action = await this.#admit(owner, "file.write", w, path, [
+      const { action, real } = await this.#admit(owner, "file.write", w, path, [
         "write",
         path,
         `${data.length} bytes`,
       ]);
       try {
-        const r = await w.backend.write(path, data, { mode });
+        const r = await w.backend.write(real ?? path, data, { mode });
         this.#o.gateway.actionDone(action, {
           ok: true,
           facts: {
@@ -157,20 +206,18 @@ export class FileOps {
     w: Where,
     path: string,
     summary: string[],
-  ): Promise<AdmittedAction> {
+  ): Promise<{ action: AdmittedAction; real: string | undefined }> {
     const real = await reached(w.backend, kind, path);
     const subjects = [{ kind, target: w.target, path }];
     if (real !== undefined && real !== path) subjects.push({ kind, target: w.target, path: real });
-    // The daemon reads and writes as itself: its own state, config, tokens and sockets are out
-    // of reach whatever the policy says (sessions cannot see them either).
-    const hidden = w.target === "local" ? this.#o.engine.sandboxReport().hiding.paths : [];
-    const inside = (x: string) =>
-      hidden.some((h) => x === h || x.startsWith(h.endsWith("/") ? h : `${h}/`));
-    const forbidden = [path, real].some((x) => x !== undefined && inside(x))
-      ? `"${path}" is part of Termada's own control plane (state, config, tokens): ` +
-        "never reachable by agents"
+    // The daemon reads and writes as itself: its own state, config, tokens, sockets and SSH
+    // credentials (and, to write, its code) are out of reach whatever the policy says. A server
+    // on a loopback address is this machine.
+    const forbidden = w.thisMachine && (await this.#forbidden(kind, [path, real]))
+      ? `"${path}" is part of Termada's own control plane (state, config, tokens, credentials` +
+        `${kind === "file.write" ? ", code" : ""}) or a kernel view: never reachable by agents`
       : undefined;
-    return await this.#o.gateway.admitAction(
+    const action = await this.#o.gateway.admitAction(
       {
         owner,
         kind,
@@ -181,6 +228,7 @@ export class FileOps {
       },
       (a, c) => this.#o.approvals.askAction(a, c),
     );
+    return { action, real };
   }
 
   async #where(owner: string, sessionId: string | undefined): Promise<Where> {
@@ -189,6 +237,7 @@ export class FileOps {
       return {
         session: undefined,
         target: "local",
+        thisMachine: true,
         cwd: engine.defaultCwd(),
         backend: localFiles(),
         release() {},
@@ -196,7 +245,14 @@ export class FileOps {
     }
     const session = engine.registry.ownSession(owner, sessionId);
     if (!session.remote) {
-      return { session, target: "local", cwd: session.cwd, backend: localFiles(), release() {} };
+      return {
+        session,
+        target: "local",
+        thisMachine: true,
+        cwd: session.cwd,
+        backend: localFiles(),
+        release() {},
+      };
     }
     const remote = this.#o.remote;
     const binding = remote?.bindingOf(session.id);
@@ -211,6 +267,7 @@ export class FileOps {
       return {
         session,
         target: binding.name,
+        thisMachine: isLoopbackHost(binding.host),
         cwd: session.cwd,
         backend: sftpFiles(sftp, home ? { home } : {}),
         release: () => {

@@ -51,8 +51,10 @@ export interface PolicyPort {
     agent: string,
     command: readonly string[],
     env?: Record<string, string>,
-    opts?: { remote?: boolean },
+    opts?: { remote?: boolean; posix?: boolean },
   ): PolicyVerdict;
+  /** Decides the environment a session on a server gets (no exec gate there). */
+  decideEnv?(agent: string, env: Record<string, string>): PolicyVerdict;
   /** Decides a server, a forward or a file (policy `servers`, `forwards`, `files`). */
   decideResource?(agent: string, subject: ResourceSubject): PolicyVerdict;
   decideLine(agent: string, line: string, opts?: { remote?: boolean }): PolicyVerdict;
@@ -84,6 +86,8 @@ export interface ActionRequest {
   sessionId?: string;
   /** Refused whatever the policy says (e.g. a path of Termada's own control plane): why. */
   forbidden?: string;
+  /** Environment it gives programs on a server (decided: no exec gate sees its effect). */
+  env?: Record<string, string>;
 }
 
 /** An admitted action: its id (act_…) and the decision, its intent record on disk. */
@@ -137,7 +141,7 @@ export class Gateway {
   async admitExec(
     job: Job,
     env?: Record<string, string>,
-    where: { remote?: boolean } = {},
+    where: { remote?: boolean; posix?: boolean } = {},
   ): Promise<ExecVerdict> {
     const trail = this.#o.trail;
     if (this.stopped) {
@@ -343,7 +347,8 @@ export class Gateway {
       action_id: id,
       kind: req.kind,
       ...(req.sessionId ? { session_id: req.sessionId } : {}),
-      summary: shortArgv(req.summary),
+      // Whole: what a person approves must be what runs (bounded by the tools' input limits).
+      summary: [...req.summary],
       resources: req.subjects.map(describeSubject),
     };
     const actor = { kind: "agent" as const, id: req.owner };
@@ -359,6 +364,9 @@ export class Gateway {
       verdicts.push(
         port.decideResource?.(req.owner, s) ?? { action: "allow", reason: "no resource rules" },
       );
+    }
+    if (req.env && Object.keys(req.env).length > 0 && port.decideEnv) {
+      verdicts.push(port.decideEnv(req.owner, req.env));
     }
     if (req.command) {
       verdicts.push(port.decide(req.owner, req.command, undefined, { remote: true }));

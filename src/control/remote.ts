@@ -9,9 +9,11 @@ import type { Engine, RemoteLauncher, Session } from "../engine/mod.ts";
 import type { CallOptions } from "../engine/mod.ts";
 import type { ForwardInfo, Inventory, KnownHosts, SshPool } from "../remote/mod.ts";
 import {
+  canonicalHost,
   fleetCommandLine,
   FleetLimiter,
   Forwards,
+  isLoopbackHost,
   remoteLauncher,
   runFleet,
 } from "../remote/mod.ts";
@@ -106,18 +108,20 @@ export class RemoteOps {
     }
     const names = targets.map((t) => t.name);
     // As in exec_run, one word is a shell command line (and the policy reads it as one).
-    const argv = req.command.length === 1 ? ["sh", "-c", req.command[0]!] : req.command;
+    // bash, the shell the policy parses lines as (dash would read some differently).
+    const argv = req.command.length === 1 ? ["bash", "-c", req.command[0]!] : req.command;
     fleetCommandLine(argv); // what cannot be carried exactly is refused before anyone is asked
     const action = await this.admit({
       owner,
       kind: "fleet",
       subjects: targets.map((t) => ({ kind: "server" as const, name: t.name, tags: t.tags })),
       command: req.command,
+      // The servers first (all of them), then the exact argv: an approval shows what runs where.
       summary: [
+        `on ${names.length} server${names.length === 1 ? "" : "s"}:`,
+        ...names,
+        "run:",
         ...req.command,
-        "on",
-        ...names.slice(0, 32),
-        ...(names.length > 32 ? [`… ${names.length - 32} more`] : []),
       ],
     }, call.signal);
     const t0 = Date.now();
@@ -191,9 +195,12 @@ export class RemoteOps {
    */
   async forwardOpen(owner: string, req: PortForwardInput): Promise<ForwardView> {
     const binding = this.inventory.bind(req.server);
+    // Decided and connected as one spelling; loopback aliases are decided as 127.0.0.1 too.
+    const host = canonicalHost(req.remote_host);
+    const hosts = isLoopbackHost(host) && host !== "127.0.0.1" ? [host, "127.0.0.1"] : [host];
     const pending = await this.#forwards.bind(owner, {
       server: binding.name,
-      remote_host: req.remote_host,
+      remote_host: host,
       remote_port: req.remote_port,
       local_port: req.local_port,
     }, async (host, port, origin) => {
@@ -216,16 +223,16 @@ export class RemoteOps {
       action = await this.admit({
         owner,
         kind: "forward",
-        subjects: [{
-          kind: "forward",
+        subjects: hosts.map((h) => ({
+          kind: "forward" as const,
           server: binding.name,
-          host: req.remote_host,
+          host: h,
           port: req.remote_port,
-        }],
+        })),
         summary: [
           `127.0.0.1:${pending.info.local_port}`,
           "→",
-          `${req.remote_host}:${req.remote_port}`,
+          `${host}:${req.remote_port}`,
           "via",
           binding.name,
         ],
@@ -316,6 +323,7 @@ export class RemoteOps {
   async sessionLauncher(
     owner: string,
     target: string,
+    env?: Record<string, string>,
   ): Promise<{
     binding: ServerBinding;
     action: AdmittedAction;
@@ -326,7 +334,13 @@ export class RemoteOps {
       owner,
       kind: "session",
       subjects: [{ kind: "server", name: binding.name, tags: binding.tags }],
-      summary: ["session on", binding.name, `${binding.user}@${binding.host}:${binding.port}`],
+      summary: [
+        "session on",
+        binding.name,
+        `${binding.user}@${binding.host}:${binding.port}`,
+        ...Object.keys(env ?? {}).map((k) => `env ${k}`),
+      ],
+      ...(env ? { env } : {}),
     });
     const rec = this.#o.recorder;
     const launcher = remoteLauncher({

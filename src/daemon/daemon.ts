@@ -219,6 +219,15 @@ export class Daemon {
           knownHosts,
           reconnectAttempts: config.remote.reconnect_attempts,
         },
+        forbiddenPaths: {
+          // What sessions have hidden, and the credentials the daemon logs in to servers with.
+          all: [
+            ...settings.sandbox.hide,
+            ...(options.env.HOME ? [join(options.env.HOME, ".ssh")] : []),
+          ],
+          // What runs as the boundary of every session: this program's own code.
+          write: ownCode(),
+        },
       });
       hostKeyRecorded = async (e) => {
         await control.recorder.intent(SYSTEM, "host_key.recorded", { ...e });
@@ -508,4 +517,18 @@ function loadOrCreateToken(path: string): string {
   Deno.writeTextFileSync(path, token + "\n", { mode: 0o600 });
   Deno.chmodSync(path, 0o600);
   return token;
+}
+
+/**
+ * This program's own code, which every session's launcher runs: the compiled binary, or from
+ * source the checkout's entry point, sources and lock (agents may not rewrite their boundary).
+ */
+function ownCode(): string[] {
+  const root = new URL("../..", import.meta.url);
+  if (root.protocol !== "file:") return [Deno.execPath()];
+  const dir = root.pathname.replace(/\/$/, "");
+  return [
+    Deno.execPath(),
+    ...["mod.ts", "src", "ffi", "deno.json", "deno.lock"].map((p) => `${dir}/${p}`),
+  ];
 }

@@ -125,11 +125,28 @@ export function policyPort(
     return m.get(kind);
   };
   return {
-    decide: (agent, command, vars, opts) =>
-      decide(command, rulesOf(agent), {
-        env: vars,
-        execGate: opts?.remote ? false : gated(),
-      }),
+    decide: (agent, command, vars, opts) => {
+      const c = rulesOf(agent);
+      if (opts?.remote) {
+        const refused = remoteEnvVerdict(c.empty, vars);
+        if (refused) return refused;
+      }
+      // The line is parsed as bash; a POSIX sh (dash) reads $'…' and $"…" as other words.
+      if (opts?.posix && !c.empty && command.length === 1 && /\$['"]/.test(command[0]!)) {
+        return {
+          action: "deny",
+          reason:
+            "a line for a POSIX sh session holds $'…' or $\"…\", which sh reads differently " +
+            "from bash: what would run is not what the policy read",
+        };
+      }
+      return decide(command, c, { env: vars, execGate: opts?.remote ? false : gated() });
+    },
+    decideEnv: (agent, vars) =>
+      remoteEnvVerdict(rulesOf(agent).empty, vars) ?? {
+        action: "allow",
+        reason: "the environment holds no variable that makes programs run code",
+      },
     decideResource: (agent: string, subject: ResourceSubject) => {
       const c = rulesOf(agent);
       const openPolicy = c.empty;
@@ -199,5 +216,27 @@ export function policyPort(
       }
       return { ...d, verify: true };
     },
+  };
+}
+
+/**
+ * Variables known not to make a program run other code (locale, terminal, time zone, CI
+ * markers). On a server no exec gate sees what a variable like `BASH_ENV`, `GIT_CONFIG_*`,
+ * `PAGER` or `LD_PRELOAD` makes a program run: with rules, any other variable is refused.
+ */
+const INERT_ENV =
+  /^(LANG|LANGUAGE|LC_[A-Z]+|TZ|TERM|COLORTERM|COLUMNS|LINES|NO_COLOR|FORCE_COLOR|CLICOLOR|CI|DEBIAN_FRONTEND|USER|LOGNAME|TERMADA_[A-Z_]+)$/;
+
+function remoteEnvVerdict(
+  openPolicy: boolean,
+  vars: Record<string, string> | undefined,
+): { action: "deny"; reason: string } | undefined {
+  if (openPolicy || !vars) return undefined;
+  const risky = Object.keys(vars).filter((k) => !INERT_ENV.test(k));
+  if (risky.length === 0) return undefined;
+  return {
+    action: "deny",
+    reason: `on a server no exec gate checks what ${risky.slice(0, 4).join(", ")} can make ` +
+      "programs run, and the policy has rules: such variables are refused there",
   };
 }

@@ -82,7 +82,13 @@ export class JobLifecycle {
         },
       );
     }
-    const script = scopeScript(argvToScript(spec.command), { cwd: spec.cwd, env: spec.env });
+    // POSIX sh (dash) has no `$'…'`: its words are quoted the one way every sh reads alike.
+    const posix = session.shell === "sh";
+    const script = scopeScript(argvToScript(spec.command, { posix }), {
+      cwd: spec.cwd,
+      env: spec.env,
+      posix,
+    });
     const job = this.#newJob(owner, session.id, spec.command, "foreground", session.redactor);
     job.cwd = session.cwd;
     job.requestedCwd = spec.cwd;
@@ -155,7 +161,9 @@ export class JobLifecycle {
         argv: res.spec.command,
         shell: base?.shell ?? this.#o.defaultShell,
         cwd: res.cwd,
-        env: onServer ? { ...base!.remoteEnv, ...res.spec.env } : { ...this.#o.env, ...res.spec.env },
+        env: onServer
+          ? { ...base!.remoteEnv, ...res.spec.env }
+          : { ...this.#o.env, ...res.spec.env },
         cols: base?.cols ?? 120,
         rows: base?.rows ?? 40,
         spawn: onServer ? (req) => base!.spawnBeside(req) : (req) => this.#o.spawn(req, job),

@@ -5,7 +5,6 @@
  */
 import {
   killTree,
-  type Pty,
   type PtySpawnOptions,
   SIGNAL_NUMBERS,
   signalGroup,

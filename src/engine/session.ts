@@ -423,7 +423,24 @@ export class Session {
 
   /** Sends a signal to what runs in the foreground of the terminal. */
   signalForeground(sig: SignalName): boolean {
-    return this.#pty?.signal(sig, "foreground") ?? false;
+    const pty = this.#pty;
+    if (!pty) return false;
+    // Just after a command was typed the shell may not have handed the terminal to it yet: a
+    // signal now would reach the shell (which ignores it) and be lost. Wait for the hand-over
+    // (bounded), then signal whatever is in front.
+    if (!pty.remote && this.job && pty.foregroundPgid() === pty.pid) {
+      const job = this.job;
+      const t0 = Date.now();
+      const retry = () => {
+        if (job.final || this.#pty !== pty) return;
+        if (pty.foregroundPgid() !== pty.pid || Date.now() - t0 > 500) {
+          pty.signal(sig, "foreground");
+        } else setTimeout(retry, 5);
+      };
+      setTimeout(retry, 5);
+      return true;
+    }
+    return pty.signal(sig, "foreground");
   }
 
   /**

@@ -300,9 +300,12 @@ class Analyzer {
         return this.#nested(ctx, (c) => body && this.stmt(body, c));
       }
       case "ArithmCmd":
+        this.#arithmeticReads(ctx.src.slice(cmd));
+        return this.#expression(cmd, ctx);
       case "TestClause":
         return this.#expression(cmd, ctx);
       case "LetClause":
+        this.#arithmeticReads(ctx.src.slice(cmd).replace(/^\s*let\b/, ""));
         this.#expression(cmd, ctx);
         return this.simple(
           [literalWord("let"), literalWord(ctx.src.slice(cmd).replace(/^let\s*/, ""))],
@@ -379,6 +382,17 @@ class Analyzer {
     const base = name.replace(/\[.*$/, "");
     if (CODE_VARIABLES.has(base)) {
       this.flag(`setting "${base}" makes the shell run its value later`);
+    }
+  }
+
+  /**
+   * Arithmetic that reads a variable evaluates its value as an expression, and an array
+   * subscript there runs `$(…)`: what a variable holds is only known at run time. Under an exec
+   * gate whatever it runs is decided at exec; without one (a server) it is opaque.
+   */
+  #arithmeticReads(text: string): void {
+    if (/[A-Za-z_]/.test(text.replace(/^\$\(\(|\)\)$/g, "").replace(/0[xX][0-9a-fA-F]+/g, ""))) {
+      this.programFile(`arithmetic "${clip(text)}" evaluates a variable's value as code`);
     }
   }
 
@@ -530,6 +544,7 @@ class Analyzer {
         this.#expression(part, ctx);
         return ANY;
       case "ArithmExp":
+        this.#arithmeticReads(ctx.src.slice(part));
         this.#expression(part, ctx);
         return ANY;
       case "ExtGlob":
@@ -563,6 +578,12 @@ class Analyzer {
       }
       const normalized = [literalWord(programName(name)), ...argv.slice(1)];
       this.commands.push({ argv: normalized, assignments: assigns });
+      // A program named by its path may be a script or a copy written a moment ago: what it is
+      // (and runs) is only known at exec — fine under an exec gate, opaque without one.
+      if (name.includes("/")) this.programFile(`"${clip(name)}" runs the program in that file`);
+      else if (RUNNERS.has(programName(name))) {
+        this.programFile(`"${programName(name)}" runs programs in ways the policy does not read`);
+      }
       const next = this.#program(normalized, current);
       if (next === undefined) return;
       argv = next.argv;
@@ -846,6 +867,45 @@ function unquotedLit(
   flush();
   return { pieces, active, glob };
 }
+
+/**
+ * Programs whose purpose is to run other programs, in ways the wrapper table does not unwrap
+ * (debuggers, tracers, namespace and limit tools, job runners). Under an exec gate each program
+ * they start is decided at its exec; without one (a server) they make the command opaque.
+ */
+const RUNNERS = new Set([
+  "setpriv",
+  "prlimit",
+  "unshare",
+  "nsenter",
+  "strace",
+  "ltrace",
+  "gdb",
+  "lldb",
+  "valgrind",
+  "perf",
+  "capsh",
+  "sg",
+  "newgrp",
+  "firejail",
+  "bwrap",
+  "systemd-run",
+  "systemd-nspawn",
+  "machinectl",
+  "at",
+  "batch",
+  "tmux",
+  "screen",
+  "expect",
+  "parallel",
+  "xvfb-run",
+  "dbus-run-session",
+  "fakeroot",
+  "proot",
+  "catchsegv",
+  "sshpass",
+  "socat",
+]);
 
 function clip(text: string, max = 80): string {
   const one = text.replace(/\s+/g, " ");

@@ -186,8 +186,11 @@ function checkWriteOptions(path: string, data: Uint8Array, mode: number | undefi
       "Split the content or write it with a command",
     );
   }
-  if (mode !== undefined && (!Number.isInteger(mode) || mode < 0 || mode > 0o7777)) {
-    throw invalid(`Cannot write ${q(path)}: mode ${mode} is not between 0 and 0o7777`);
+  if (mode !== undefined && (!Number.isInteger(mode) || mode < 0 || mode > 0o1777)) {
+    throw invalid(
+      `Cannot write ${q(path)}: mode ${mode} is not between 0 and 0o1777`,
+      "setuid and setgid bits are never set by file_write",
+    );
   }
   const name = posix.basename(path);
   if (path === "/" || name === "." || name === "..") {
@@ -377,7 +380,8 @@ class LocalFiles implements FileBackend {
       if (err instanceof Deno.errors.NotADirectory) throw parentNotDirectory(path);
       throw localError(err, "write", path);
     }
-    const mode = o.mode ?? (existing ? existing.mode! & 0o7777 : NEW_FILE_MODE);
+    // An overwrite keeps the mode but never setuid/setgid: new content must not run privileged.
+    const mode = o.mode ?? (existing ? existing.mode! & 0o1777 : NEW_FILE_MODE);
     const tmp = tempPath(path);
     let created = false;
     try {
@@ -674,7 +678,7 @@ class SftpFiles implements FileBackend {
       throw sftpError(parent.reason, "write", path);
     }
     if (!parent.value.isDirectory()) throw parentNotDirectory(path);
-    const mode = o.mode ?? (existing ? existing.mode & 0o7777 : NEW_FILE_MODE);
+    const mode = o.mode ?? (existing ? existing.mode & 0o1777 : NEW_FILE_MODE);
     const tmp = tempPath(path);
     let handle: Handle | undefined;
     let tmpExists = false;

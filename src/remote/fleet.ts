@@ -9,7 +9,7 @@
 import type { ServerBinding } from "./binding.ts";
 import type { ClientChannel, SshClient } from "./ssh2.ts";
 import { quoteWord } from "../shell/mod.ts";
-import { type ErrorCode, TermadaError, within } from "../shared/mod.ts";
+import { type ErrorCode, randomHex, TermadaError, within } from "../shared/mod.ts";
 
 export const FLEET_LIMITS = {
   /** Most servers one call may run on (after duplicates are dropped). */
@@ -155,7 +155,10 @@ export async function runFleet(
   limiter: FleetLimiter,
   o: FleetOptions,
 ): Promise<FleetTargetResult[]> {
-  const line = remoteLine(argv);
+  // The pid line carries a secret of this call: output printed before it (a login script the
+  // agent wrote) cannot pose as it and make a timeout kill another process group.
+  const mark = `${PID_MARK}${randomHex(8)}:`;
+  const line = remoteLine(argv, mark);
   const unique = distinctTargets(targets);
   const timeoutMs = checkTimeout(o.timeoutMs);
   const concurrency = checkConcurrency(o.concurrency, limiter.max);
@@ -220,7 +223,7 @@ export async function runFleet(
           report(i, notStarted(target));
           continue;
         }
-        report(i, await runTarget(target, line, timeoutMs, budget, o, stop.signal));
+        report(i, await runTarget(target, line, mark, timeoutMs, budget, o, stop.signal));
       } finally {
         release();
       }
@@ -280,8 +283,7 @@ const CLEANUP_MS = 2_000;
  * process group (sshd makes the shell a session leader). The `signal` channel request alone is
  * not enough: OpenSSH refuses it for root logins and older servers ignore it.
  */
-const PID_MARK = "termada-fleet-pid:";
-const PID_MARK_BYTES = new TextEncoder().encode(PID_MARK);
+const PID_MARK = "termada-fleet-pid-";
 /** Stdout held while looking for the pid line (login scripts may print before it). */
 const MAX_PREAMBLE_BYTES = 64 << 10;
 
@@ -329,10 +331,10 @@ function quotePosix(word: string, commandPosition: boolean): string {
 
 const singleQuote = (w: string): string => `'${w.replaceAll("'", `'\\''`)}'`;
 
-function remoteLine(argv: readonly string[]): string {
+function remoteLine(argv: readonly string[], mark: string): string {
   // The command's stdin is /dev/null (a fleet command gets no input, and a prompt must not wait
   // for the timeout); the channel stays open so a `signal` request can still be sent.
-  const line = `echo ${PID_MARK}$$; ${fleetCommandLine(argv)} </dev/null`;
+  const line = `echo ${mark}$$; ${fleetCommandLine(argv)} </dev/null`;
   if (utf8Length(line) > FLEET_LIMITS.commandLineBytes) {
     throw badCommand(
       `Cannot run on the fleet: the command line is longer than ${FLEET_LIMITS.commandLineBytes} bytes`,
@@ -443,6 +445,7 @@ interface ExitInfo {
 async function runTarget(
   target: ServerBinding,
   line: string,
+  mark: string,
   timeoutMs: number,
   budget: OutputBudget,
   o: FleetOptions,
@@ -454,7 +457,7 @@ async function runTarget(
   const onStop = () => ac.abort(new Stop("cancelled"));
   if (stop.aborted) onStop();
   else stop.addEventListener("abort", onStop, { once: true });
-  const capture = new Capture(budget.cap + REDACT_OVERREAD);
+  const capture = new Capture(budget.cap + REDACT_OVERREAD, mark);
   let outcome: Outcome;
   try {
     let conn: FleetConnection | undefined;
@@ -638,8 +641,11 @@ class Capture {
   #kept = 0;
   #preamble: Uint8Array | undefined = new Uint8Array(0);
 
-  constructor(limit: number) {
+  readonly #mark: Uint8Array;
+
+  constructor(limit: number, mark: string) {
     this.limit = limit;
+    this.#mark = new TextEncoder().encode(mark);
   }
 
   stdout(b: Uint8Array): void {
@@ -647,16 +653,17 @@ class Capture {
     const pre = new Uint8Array(this.#preamble.length + b.length);
     pre.set(this.#preamble);
     pre.set(b, this.#preamble.length);
-    const at = indexOf(pre, PID_MARK_BYTES);
-    const nl = at < 0 ? -1 : pre.indexOf(0x0a, at + PID_MARK_BYTES.length);
+    const at = indexOf(pre, this.#mark);
+    const nl = at < 0 ? -1 : pre.indexOf(0x0a, at + this.#mark.length);
     if (nl < 0) {
       this.#preamble = pre;
       if (pre.length > MAX_PREAMBLE_BYTES) this.end();
       return;
     }
     this.#preamble = undefined;
-    const digits = latin1.decode(pre.subarray(at + PID_MARK_BYTES.length, nl));
-    if (/^[1-9][0-9]{0,9}$/.test(digits)) this.pid = Number(digits);
+    const digits = latin1.decode(pre.subarray(at + this.#mark.length, nl));
+    // Never 1 (or 0): `kill -- -1` would reach every process of the user.
+    if (/^[1-9][0-9]{0,9}$/.test(digits) && Number(digits) > 1) this.pid = Number(digits);
     if (at > 0) this.#add(pre.subarray(0, at));
     if (nl + 1 < pre.length) this.#add(pre.subarray(nl + 1));
   }

@@ -36,3 +36,4 @@ export {
   runFleet,
 } from "./fleet.ts";
 export { FORWARD_LIMITS, type ForwardInfo, Forwards, type PendingForward } from "./forward.ts";
+export { canonicalHost, isLoopbackHost } from "./hosts.ts";

@@ -115,6 +115,10 @@ export function typedCommand(kind: ShellKind, script: string, stagePath: string)
     line = hasControlChars(script) ? `eval ${quoteWord(script)}` : script;
   }
   if (line !== undefined && line.length <= STAGE_THRESHOLD) return { line: line + "\r" };
-  const source = `. ${quoteWord(stagePath, { allowAnsiC: false })}`;
-  return { line: (kind === "sh" ? `__tm_c;${source}` : source) + "\r", staged: script + "\n" };
+  // Read whole, then run: a sourced file is read as it runs (dash reads it line by line), so a
+  // command could append to its own staged file and have the appended text run unchecked.
+  // bash and zsh read it with a builtin ($(<file)); POSIX sh has none, so `cat` reads it.
+  const path = quoteWord(stagePath, { allowAnsiC: false });
+  const source = kind === "sh" ? `__tm_c;eval "$(cat ${path})"` : `eval "$(<${path})"`;
+  return { line: source + "\r", staged: script + "\n" };
 }

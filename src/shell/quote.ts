@@ -48,9 +48,14 @@ export function hasControlChars(s: string): boolean {
  * need ANSI-C quoting (`$'…'`), which bash and zsh support; `allowAnsiC: false` (POSIX sh)
  * makes them a RangeError so the caller stages the command in a file instead.
  */
-export function quoteWord(word: string, options: { allowAnsiC?: boolean } = {}): string {
+export function quoteWord(
+  word: string,
+  options: { allowAnsiC?: boolean; posix?: boolean } = {},
+): string {
   if (word !== "" && SAFE_WORD.test(word)) return word;
-  if (!CONTROL.test(word)) return `'${word.replaceAll("'", `'\\''`)}'`;
+  // POSIX single quotes keep every byte but NUL literally (newlines and \r too): the only form
+  // every sh reads the same (dash has no `$'…'`).
+  if (options.posix || !CONTROL.test(word)) return `'${word.replaceAll("'", `'\\''`)}'`;
   if (options.allowAnsiC === false) throw new RangeError("word has control characters");
   let out = "$'";
   for (const ch of word) {
@@ -67,12 +72,12 @@ export function quoteWord(word: string, options: { allowAnsiC?: boolean } = {}):
 }
 
 /** The argv as shell source: one word = the agent's own command line, more = quoted words. */
-export function argvToScript(argv: readonly string[]): string {
+export function argvToScript(argv: readonly string[], options: { posix?: boolean } = {}): string {
   if (argv.length === 1) return argv[0]!;
   return argv.map((w, i) =>
     i === 0 && (RESERVED.has(w) || w.includes("="))
       ? `'${w.replaceAll("'", `'\\''`)}'`
-      : quoteWord(w)
+      : quoteWord(w, options)
   ).join(" ");
 }
 
@@ -88,14 +93,15 @@ export function isEnvName(name: string): boolean {
  */
 export function scopeScript(
   script: string,
-  options: { cwd?: string; env?: Record<string, string> },
+  options: { cwd?: string; env?: Record<string, string>; posix?: boolean },
 ): string {
+  const q = (w: string) => quoteWord(w, { posix: options.posix });
   const parts: string[] = [];
-  if (options.cwd !== undefined) parts.push(`cd -- ${quoteWord(options.cwd)}`);
+  if (options.cwd !== undefined) parts.push(`cd -- ${q(options.cwd)}`);
   for (const [k, v] of Object.entries(options.env ?? {})) {
     if (!isEnvName(k)) throw new RangeError(`Bad environment variable name "${k}"`);
-    parts.push(`export ${k}=${quoteWord(v)}`);
+    parts.push(`export ${k}=${q(v)}`);
   }
   if (parts.length === 0) return script;
-  return `(${parts.join(" && ")} && eval ${quoteWord(script)})`;
+  return `(${parts.join(" && ")} && eval ${q(script)})`;
 }

@@ -108,7 +108,13 @@ Deno.test("typed commands: plain, eval for control chars, staged when huge", () 
   assert.deepEqual(typedCommand("bash", "echo hi", "/s"), { line: "echo hi\r" });
   assert.deepEqual(typedCommand("bash", "a\nb", "/s"), { line: "eval $'a\\nb'\r" });
   assert.deepEqual(typedCommand("sh", "echo hi", "/s"), { line: "__tm_c;eval 'echo hi'\r" });
-  assert.deepEqual(typedCommand("sh", "a\nb", "/s"), { line: "__tm_c;. /s\r", staged: "a\nb\n" });
+  assert.deepEqual(typedCommand("sh", "a\nb", "/s"), {
+    line: `__tm_c;eval "$(cat /s)"\r`,
+    staged: "a\nb\n",
+  });
   const huge = "x".repeat(STAGE_THRESHOLD + 1);
-  assert.deepEqual(typedCommand("zsh", huge, "/st"), { line: ". /st\r", staged: huge + "\n" });
+  assert.deepEqual(typedCommand("zsh", huge, "/st"), {
+    line: `eval "$(</st)"\r`,
+    staged: huge + "\n",
+  });
 });

@@ -141,7 +141,8 @@ export const FileWriteInput = z.strictObject({
     "is not base64",
   ).optional(),
   /** Octal permission bits as a number (0o644 = 420) or a string like "644". */
-  mode: z.union([z.number().int().min(0).max(0o7777), z.string().regex(/^0?[0-7]{3,4}$/)])
+  /** Permission bits (at most 0o1777: setuid and setgid are never set). */
+  mode: z.union([z.number().int().min(0).max(0o1777), z.string().regex(/^0?[01]?[0-7]{3}$/)])
     .optional(),
   session: Id.optional(),
   session_id: Id.optional(),

@@ -303,6 +303,28 @@ function localError(err: unknown, action: Action, path: string): TermadaError {
   return new TermadaError("INTERNAL", `Cannot ${action} ${q(path)}: ${message}`, { cause: err });
 }
 
+/** One page read at `offset` (`want` asked): end of file, and the file's hash when whole. */
+async function pageOf(
+  path: string,
+  size: number,
+  offset: number,
+  bytes: Uint8Array,
+  want: number,
+  mtime: Date | undefined,
+): Promise<FileRead> {
+  const n = bytes.byteLength;
+  const eof = n < want || (size > 0 && offset + n >= size) || want === 0;
+  return {
+    path,
+    size: Math.max(size, offset + n),
+    offset,
+    bytes,
+    eof,
+    ...(offset === 0 && eof ? { sha256: await sha256Hex(bytes) } : {}),
+    ...(mtime ? { mtime: mtime.toISOString() } : {}),
+  };
+}
+
 class LocalFiles implements FileBackend {
   readonly kind = "local" as const;
 
@@ -341,16 +363,7 @@ class LocalFiles implements FileBackend {
         }
       }
       const bytes = n === want ? buf : buf.slice(0, n);
-      const eof = n < want || (st.size > 0 && o.offset + n >= st.size) || want === 0;
-      return {
-        path,
-        size: Math.max(st.size, o.offset + n),
-        offset: o.offset,
-        bytes,
-        eof,
-        ...(o.offset === 0 && eof ? { sha256: await sha256Hex(bytes) } : {}),
-        ...(st.mtime ? { mtime: st.mtime.toISOString() } : {}),
-      };
+      return await pageOf(path, st.size, o.offset, bytes, want, st.mtime ?? undefined);
     } catch (err) {
       throw localError(err, "read", path);
     }
@@ -580,19 +593,8 @@ class SftpFiles implements FileBackend {
         const bytes = want === 0
           ? new Uint8Array(0)
           : await this.#readAt(path, handle, o.offset, want);
-        const n = bytes.byteLength;
-        const eof = n < want || (st.size > 0 && o.offset + n >= st.size) || want === 0;
-        return {
-          path,
-          size: Math.max(st.size, o.offset + n),
-          offset: o.offset,
-          bytes,
-          eof,
-          ...(o.offset === 0 && eof ? { sha256: await sha256Hex(bytes) } : {}),
-          ...(typeof st.mtime === "number"
-            ? { mtime: new Date(st.mtime * 1000).toISOString() }
-            : {}),
-        };
+        const mtime = typeof st.mtime === "number" ? new Date(st.mtime * 1000) : undefined;
+        return await pageOf(path, st.size, o.offset, bytes, want, mtime);
       } finally {
         await this.#close(handle);
       }

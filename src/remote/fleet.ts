@@ -8,7 +8,7 @@
  */
 import type { ServerBinding } from "./binding.ts";
 import type { ClientChannel, SshClient } from "./ssh2.ts";
-import { quoteWord } from "../shell/mod.ts";
+import { quoteArgv } from "../shell/mod.ts";
 import { type ErrorCode, randomHex, TermadaError, within } from "../shared/mod.ts";
 
 export const FLEET_LIMITS = {
@@ -265,9 +265,9 @@ export function fleetCommandLine(argv: readonly string[]): string {
         `Cannot run on the fleet: word ${i + 1} of the command is over ${most} bytes`,
       );
     }
-    return quotePosix(w, i === 0);
+    return w;
   });
-  return words.join(" ");
+  return quoteArgv(words, { posix: true });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -286,50 +286,6 @@ const CLEANUP_MS = 2_000;
 const PID_MARK = "termada-fleet-pid-";
 /** Stdout held while looking for the pid line (login scripts may print before it). */
 const MAX_PREAMBLE_BYTES = 64 << 10;
-
-// Reserved words of sh, bash and zsh that quoteWord leaves bare: quoted in command position so
-// argv[0] is always a command name (src/shell/quote.ts argvToScript does the same).
-const RESERVED = new Set([
-  "case",
-  "coproc",
-  "do",
-  "done",
-  "elif",
-  "else",
-  "esac",
-  "fi",
-  "for",
-  "foreach",
-  "function",
-  "if",
-  "in",
-  "nocorrect",
-  "noglob",
-  "repeat",
-  "select",
-  "then",
-  "time",
-  "until",
-  "while",
-]);
-
-function quotePosix(word: string, commandPosition: boolean): string {
-  let q: string;
-  try {
-    q = quoteWord(word, { allowAnsiC: false });
-  } catch {
-    // Control characters: quoteWord refuses them because a terminal line cannot carry them, but
-    // an exec request carries the line as one SSH string and POSIX single quotes keep every
-    // byte but NUL (newlines included) literally.
-    q = singleQuote(word);
-  }
-  if (commandPosition && q === word && (word.includes("=") || RESERVED.has(word))) {
-    q = singleQuote(word);
-  }
-  return q;
-}
-
-const singleQuote = (w: string): string => `'${w.replaceAll("'", `'\\''`)}'`;
 
 function remoteLine(argv: readonly string[], mark: string): string {
   // The command's stdin is /dev/null (a fleet command gets no input, and a prompt must not wait

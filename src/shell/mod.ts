@@ -8,6 +8,7 @@ export {
   argvToScript,
   hasControlChars,
   isEnvName,
+  quoteArgv,
   quoteWord,
   scopeScript,
   type ShellKind,

@@ -74,6 +74,14 @@ export function quoteWord(
 /** The argv as shell source: one word = the agent's own command line, more = quoted words. */
 export function argvToScript(argv: readonly string[], options: { posix?: boolean } = {}): string {
   if (argv.length === 1) return argv[0]!;
+  return quoteArgv(argv, options);
+}
+
+/**
+ * Every word quoted, the first one also when it would read as a reserved word or an assignment:
+ * a line that runs exactly this argv. `posix`: single quotes only (every sh reads them alike).
+ */
+export function quoteArgv(argv: readonly string[], options: { posix?: boolean } = {}): string {
   return argv.map((w, i) =>
     i === 0 && (RESERVED.has(w) || w.includes("="))
       ? `'${w.replaceAll("'", `'\\''`)}'`

@@ -50,6 +50,85 @@ export async function remoteBench(o: { quick: boolean; out: Out }): Promise<void
         `  - {name: s${i}, host: 127.0.0.1, port: ${s.port}, user: ${user}, tags: [bench]}\n`
       ).join(""),
   );
+  // The peers first: the daemon below runs in this process as a child subreaper, and its reaper
+  // would collect the exit of an ssh this process spawns before Deno.Command sees it.
+  const http = new AbortController();
+  // ── forward throughput ──
+  const payload = new Uint8Array(MIB << 20).fill(0x61);
+  const srv = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, signal: http.signal, onListen() {} },
+    () => new Response(payload),
+  );
+  const fetchAll = async (port: number) => {
+    const t0 = performance.now();
+    const res = await fetch(`http://127.0.0.1:${port}/`);
+    let n = 0;
+    for await (const chunk of res.body!) n += chunk.length;
+    if (n !== payload.length) throw new Error(`short read ${n}`);
+    return payload.length / 1048576 / ((performance.now() - t0) / 1000);
+  };
+  const base = [
+    "-i",
+    a.clientKeyPath,
+    "-p",
+    String(a.port),
+    "-o",
+    "StrictHostKeyChecking=no",
+    "-o",
+    "UserKnownHostsFile=/dev/null",
+    "-o",
+    "LogLevel=ERROR",
+    "-o",
+    "BatchMode=yes",
+  ];
+  const cm = `${home}/cm-%p`;
+  const master = [
+    ...base,
+    "-o",
+    "ControlMaster=auto",
+    "-o",
+    `ControlPath=${cm}`,
+    "-o",
+    "ControlPersist=60",
+  ];
+  await ssh([...master, `${user}@127.0.0.1`, "true"]);
+  const muxed: number[] = [];
+  for (let i = 0; i < N; i++) {
+    const t0 = performance.now();
+    await ssh([...master, `${user}@127.0.0.1`, "echo", "hi"]);
+    muxed.push(performance.now() - t0);
+  }
+  await ssh([...master, "-O", "exit", `${user}@127.0.0.1`]).catch(() => {});
+  const fresh: number[] = [];
+  for (let i = 0; i < Math.max(10, N / 10); i++) {
+    const t0 = performance.now();
+    await ssh([...base, `${user}@127.0.0.1`, "echo", "hi"]);
+    fresh.push(performance.now() - t0);
+  }
+  const lport = freePort();
+  const tunnel = new Deno.Command("ssh", {
+    args: [...base, "-N", "-L", `${lport}:127.0.0.1:${srv.addr.port}`, `${user}@127.0.0.1`],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  let sshMBs = NaN;
+  try {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      try {
+        (await Deno.connect({ hostname: "127.0.0.1", port: lport })).close();
+        break;
+      } catch {
+        if (Date.now() > deadline) throw new Error("ssh -L did not listen");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    await fetchAll(lport);
+    sshMBs = await fetchAll(lport);
+  } finally {
+    tunnel.kill("SIGTERM");
+    await tunnel.status;
+  }
   const daemon = await Daemon.start({
     env: { ...Deno.env.toObject(), HOME: home, SSH_AUTH_SOCK: "" },
     home,
@@ -57,7 +136,6 @@ export async function remoteBench(o: { quick: boolean; out: Out }): Promise<void
     bind: "127.0.0.1:0",
   });
   const client = new Client({ name: "bench-remote", version: "1" });
-  const http = new AbortController();
   try {
     const conn = await connectMcp(daemon.paths.mcpSocketPath);
     if (!conn) throw new Error("no MCP socket");
@@ -80,44 +158,6 @@ export async function remoteBench(o: { quick: boolean; out: Out }): Promise<void
       const r = await call("exec_run", { session: s.session_id, command: ["echo", "hi"] });
       ours.push(performance.now() - t0);
       if (r.output !== "hi\n") throw new Error(`unexpected ${JSON.stringify(r)}`);
-    }
-    const base = [
-      "-i",
-      a.clientKeyPath,
-      "-p",
-      String(a.port),
-      "-o",
-      "StrictHostKeyChecking=no",
-      "-o",
-      "UserKnownHostsFile=/dev/null",
-      "-o",
-      "LogLevel=ERROR",
-      "-o",
-      "BatchMode=yes",
-    ];
-    const cm = `${home}/cm-%p`;
-    const master = [
-      ...base,
-      "-o",
-      "ControlMaster=auto",
-      "-o",
-      `ControlPath=${cm}`,
-      "-o",
-      "ControlPersist=60",
-    ];
-    await ssh([...master, `${user}@127.0.0.1`, "true"]);
-    const muxed: number[] = [];
-    for (let i = 0; i < N; i++) {
-      const t0 = performance.now();
-      await ssh([...master, `${user}@127.0.0.1`, "echo", "hi"]);
-      muxed.push(performance.now() - t0);
-    }
-    await ssh([...master, "-O", "exit", `${user}@127.0.0.1`]).catch(() => {});
-    const fresh: number[] = [];
-    for (let i = 0; i < Math.max(10, N / 10); i++) {
-      const t0 = performance.now();
-      await ssh([...base, `${user}@127.0.0.1`, "echo", "hi"]);
-      fresh.push(performance.now() - t0);
     }
     out(
       `(k) remote echo round trip (SDK client → daemon → ssh2 → sshd → warm bash): p50 ${
@@ -148,20 +188,6 @@ export async function remoteBench(o: { quick: boolean; out: Out }): Promise<void
       } s in all, per call p50 ${ms(pct(fleet, 50))}, p99 ${ms(pct(fleet, 99))}`,
     );
 
-    // ── forward throughput ──
-    const payload = new Uint8Array(MIB << 20).fill(0x61);
-    const srv = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, signal: http.signal, onListen() {} },
-      () => new Response(payload),
-    );
-    const fetchAll = async (port: number) => {
-      const t0 = performance.now();
-      const res = await fetch(`http://127.0.0.1:${port}/`);
-      let n = 0;
-      for await (const chunk of res.body!) n += chunk.length;
-      if (n !== payload.length) throw new Error(`short read ${n}`);
-      return payload.length / 1048576 / ((performance.now() - t0) / 1000);
-    };
     const f = await call("port_forward", {
       server: "s0",
       remote_host: "127.0.0.1",
@@ -170,30 +196,6 @@ export async function remoteBench(o: { quick: boolean; out: Out }): Promise<void
     await fetchAll(f.local_port as number); // warm-up
     const oursMBs = await fetchAll(f.local_port as number);
     await call("port_forward_close", { forward_id: f.forward_id });
-    const lport = freePort();
-    const tunnel = new Deno.Command("ssh", {
-      args: [...base, "-N", "-L", `${lport}:127.0.0.1:${srv.addr.port}`, `${user}@127.0.0.1`],
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    let sshMBs = NaN;
-    try {
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        try {
-          (await Deno.connect({ hostname: "127.0.0.1", port: lport })).close();
-          break;
-        } catch {
-          if (Date.now() > deadline) throw new Error("ssh -L did not listen");
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
-      await fetchAll(lport);
-      sshMBs = await fetchAll(lport);
-    } finally {
-      tunnel.kill("SIGTERM");
-      await tunnel.status;
-    }
     out(
       `(k) port forward, ${MIB} MiB download: ours ${oursMBs.toFixed(1)} MB/s, ssh -L ${
         sshMBs.toFixed(1)

@@ -196,6 +196,7 @@ export class AgentOps {
 
   async start(owner: string, req: ExecStartInput): Promise<JobStarted> {
     const job = await this.#launch(owner, req);
+    const notice = this.#takeNotice(job);
     return {
       job_id: job.id,
       session_id: job.sessionId,
@@ -204,6 +205,7 @@ export class AgentOps {
       ...(job.approvalId && job.status === "pending_approval"
         ? { approval_id: job.approvalId }
         : {}),
+      ...(notice ? { notice } : {}),
     };
   }
 

@@ -138,9 +138,10 @@ export const TOOLS: readonly ToolDef[] = [
     output: JobStarted,
     run: (c, a) => c.agents.start(c.agent, a),
     render: (r) =>
-      r.status === "pending_approval"
+      (r.status === "pending_approval"
         ? `pending_approval · ${r.job_id} · ${r.session_id} · waiting for an operator (${r.approval_id})`
-        : `${r.status} · ${r.job_id} · ${r.session_id} · started (${r.mode})`,
+        : `${r.status} · ${r.job_id} · ${r.session_id} · started (${r.mode})`) +
+      (r.notice ? `\nnotice: ${r.notice}` : ""),
   }),
   jobTool(
     "exec_poll",

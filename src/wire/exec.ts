@@ -181,6 +181,8 @@ export const JobStarted = z.object({
   status: JobStatusSchema,
   mode: z.enum(JOB_MODES),
   approval_id: z.string().optional(),
+  /** Said once after a session on a server reconnected (as in JobResult). */
+  notice: z.string().optional(),
 });
 export type JobStarted = z.infer<typeof JobStarted>;
 

@@ -482,3 +482,53 @@ Deno.test("file tools never reach Termada's own control plane, even with a polic
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test({
+  name:
+    "an operator takes over a session on a server: agents are held off, typed commands run there",
+  ignore,
+  async fn() {
+    await using sshd = await TestSshd.start();
+    const home = sshHome(sshd);
+    const state = await homeWithConfig(`servers:\n${serverYaml("box", sshd.port)}`);
+    await using d = await startDaemon(state, { env: env(home) });
+    await using c = await stdioClient(state, ["--agent", "dev"], env(home));
+    const sid = (await call(c, "session_create", { target: "box" })).session_id as string;
+    const op = operatorFetch(d);
+    const post = async (path: string, body: unknown) => {
+      const r = await op(path, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      const text = await r.text();
+      assert.equal(r.status, 200, `${path}: ${text}`);
+      return JSON.parse(text);
+    };
+    await post(`/sessions/${sid}/takeover`, {});
+    const busy = await call(c, "exec_run", {
+      session_id: sid,
+      command: ["echo", "agent"],
+    }) as unknown as Err;
+    assert.equal(busy.error.code, "SESSION_BUSY", JSON.stringify(busy));
+    await post(`/sessions/${sid}/input`, { data: "echo typed-by-$((40+2))\r" });
+    // The operator's command becomes a job of the session, with its output.
+    const job = await pollUntil(
+      async () => {
+        const jobs = (await (await op("/jobs")).json()) as {
+          jobs: { job_id: string; session_id: string; status: string; owner: string }[];
+        };
+        return jobs.jobs.find((j) =>
+          j.session_id === sid && j.owner.startsWith("operator:") && j.status === "exited"
+        );
+      },
+      "the operator's command ran on the server",
+      15_000,
+    );
+    const out = await (await op(`/jobs/${job.job_id}/output`)).json() as { output: string };
+    assert.match(out.output, /typed-by-42/);
+    await post(`/sessions/${sid}/release`, {});
+    const back = await call(c, "exec_run", { session_id: sid, command: ["echo", "agent"] });
+    assert.equal(back.output, "agent\n", JSON.stringify(back));
+  },
+});

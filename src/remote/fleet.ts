@@ -277,7 +277,7 @@ const REDACT_OVERREAD = 8 << 10;
 /** Each target may keep at least this much when the budget allows (more targets: less). */
 const MIN_TARGET_SHARE = 64 << 10;
 /** How long cleanup (the remote kill, the channel close) may take before we stop waiting. */
-const CLEANUP_MS = 2_000;
+const CLEANUP_MS = 5_000;
 /**
  * Printed by the remote shell before the command so a timeout can kill the command's whole
  * process group (sshd makes the shell a session leader). The `signal` channel request alone is

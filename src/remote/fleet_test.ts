@@ -46,7 +46,7 @@ async function remotePids(pattern: string): Promise<string[]> {
 }
 
 /** Polls (with a deadline) until `ok` holds for the remote processes matching `pattern`. */
-async function waitPids(pattern: string, ok: (n: number) => boolean, ms = 5_000): Promise<void> {
+async function waitPids(pattern: string, ok: (n: number) => boolean, ms = 15_000): Promise<void> {
   const deadline = Date.now() + ms;
   for (;;) {
     const n = (await remotePids(pattern)).length;

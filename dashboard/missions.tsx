@@ -13,6 +13,7 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { ApprovalActions, Confirm, JobOutput, type OutputJob } from "./views.tsx";
 import { api, type HttpError } from "./api.ts";
+import { useThrottledLoad } from "./hooks.ts";
 import type {
   JobEvidence,
   JobOutputPage,
@@ -40,7 +41,6 @@ const FILTERS: StatusFilter[] = [
 ];
 
 /** Refetches at most this often (events can come in bursts). */
-const THROTTLE_MS = 500;
 
 const time = (iso: string | undefined) => iso ? new Date(iso).toLocaleTimeString() : "";
 const dateTime = (iso: string | undefined) => iso ? new Date(iso).toLocaleString() : "";
@@ -139,34 +139,12 @@ export function MissionsView(
     }
   }, [token]);
 
-  // Throttled refetch: at most one every THROTTLE_MS, the last request of a burst always runs.
-  const loadRef = useRef(load);
-  loadRef.current = load;
-  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
-  const last = useRef(0);
-  const schedule = useCallback(() => {
-    if (timer.current !== undefined) return;
-    const wait = Math.max(0, last.current + THROTTLE_MS - Date.now());
-    timer.current = setTimeout(() => {
-      timer.current = undefined;
-      last.current = Date.now();
-      loadRef.current();
-    }, wait);
-  }, []);
-  useEffect(() => () => clearTimeout(timer.current), []);
-  useEffect(() => {
-    if (props.visible) schedule();
-  }, [props.visible, props.pulse, schedule]);
+  const refetch = useThrottledLoad(load, props.visible, props.pulse);
   // Another mission selected: forget the old one's detail and fetch at once.
   useEffect(() => {
     setDetail((d) => d && d.mission_id === selected ? d : undefined);
     setDetailError(undefined);
-    if (props.visible && selected) {
-      clearTimeout(timer.current);
-      timer.current = undefined;
-      last.current = Date.now();
-      load();
-    }
+    if (props.visible && selected) refetch.now();
   }, [selected]);
 
   if (unavailable) {
@@ -240,12 +218,7 @@ export function MissionsView(
           mission={detail?.mission_id === selected ? detail : undefined}
           error={detailError}
           {...props}
-          reload={() => {
-            clearTimeout(timer.current);
-            timer.current = undefined;
-            last.current = Date.now();
-            return load();
-          }}
+          reload={() => refetch.now()}
         />
       )}
     </div>

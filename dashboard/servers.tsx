@@ -10,15 +10,15 @@
  * `GET /api/forwards`; refetched (throttled) while the tab is shown when server, host key,
  * forward, action or session events arrive. Also the server label of a remote session's card.
  */
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useState } from "preact/hooks";
 import { api, type HttpError } from "./api.ts";
 import { Confirm } from "./views.tsx";
+import { useThrottledLoad } from "./hooks.ts";
 import type { ForwardList, OperatorServerList, OperatorSession } from "../src/wire/mod.ts";
 
 type OperatorServer = OperatorServerList["servers"][number];
 
 /** Refetches at most this often (events can come in bursts). */
-const THROTTLE_MS = 500;
 
 const time = (iso: string | undefined) => iso ? new Date(iso).toLocaleTimeString() : "";
 
@@ -126,24 +126,7 @@ export function ServersView(props: {
     else if (s.status === "fulfilled") setError(`forwards: ${(f.reason as Error).message}`);
   }, [token]);
 
-  // Throttled refetch: at most one every THROTTLE_MS, the last request of a burst always runs.
-  const loadRef = useRef(load);
-  loadRef.current = load;
-  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
-  const last = useRef(0);
-  const schedule = useCallback(() => {
-    if (timer.current !== undefined) return;
-    const wait = Math.max(0, last.current + THROTTLE_MS - Date.now());
-    timer.current = setTimeout(() => {
-      timer.current = undefined;
-      last.current = Date.now();
-      loadRef.current();
-    }, wait);
-  }, []);
-  useEffect(() => () => clearTimeout(timer.current), []);
-  useEffect(() => {
-    if (props.visible) schedule();
-  }, [props.visible, props.pulse, schedule]);
+  useThrottledLoad(load, props.visible, props.pulse);
 
   const act = async (key: string, label: string, fn: () => Promise<unknown>) => {
     setBusy((b) => ({ ...b, [key]: true }));

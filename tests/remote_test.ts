@@ -255,7 +255,7 @@ Deno.test({
       () => new Response("behind sshd"),
     );
     try {
-      await using _d = await startDaemon(state, { env: env(home) });
+      await using d = await startDaemon(state, { env: env(home) });
       await using c = await stdioClient(state, ["--agent", "dev"], env(home));
       await using other = await stdioClient(state, ["--agent", "other"], env(home));
       const f = await call(c, "port_forward", {
@@ -274,6 +274,24 @@ Deno.test({
       const closed = await call(c, "port_forward_close", { forward_id: f.forward_id });
       assert.equal(closed.state, "closed");
       await assert.rejects(fetch(`http://127.0.0.1:${f.local_port}/`));
+      // An operator closes any agent's forward (and sees every owner's).
+      const g = await call(c, "port_forward", {
+        server: "box",
+        remote_host: "127.0.0.1",
+        remote_port: http.addr.port,
+      });
+      const op = operatorFetch(d);
+      const all = await (await op("/forwards")).json() as {
+        forwards: { forward_id: string; owner: string }[];
+      };
+      assert.deepEqual(all.forwards.map((x) => [x.forward_id, x.owner]), [[g.forward_id, "dev"]]);
+      const shut = await op(`/forwards/${g.forward_id}/close`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{}",
+      });
+      assert.equal(shut.status, 200, await shut.text());
+      assert.deepEqual((await call(c, "port_forward_list", {})).forwards, []);
     } finally {
       ac.abort();
       await http.finished;

@@ -118,6 +118,10 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
     return c.json({ ok: true, server: c.req.param("name"), removed: n });
   });
   api.get("/forwards", (c) => c.json(ops.forwards() satisfies ForwardList));
+  api.post("/forwards/:id/close", async (c) => {
+    await body(c, z.strictObject({}));
+    return c.json(await ops.closeForward(operatorOf(c), c.req.param("id")));
+  });
   api.post("/stop", async (c) => {
     const r = await ops.stopAll(operatorOf(c), await body(c, StopInput));
     return c.json({ ok: true, ...r } satisfies StopResult);

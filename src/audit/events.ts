@@ -151,6 +151,7 @@ export interface AuditEvents {
     error?: string;
   };
   "forward.closed": { action_id: string; forward_id: string; reason: string; connections: number };
+  "forward.closed_by_operator": { forward_id: string };
   // ── servers and host keys (src/remote) ──
   "host_key.recorded": {
     server: string;

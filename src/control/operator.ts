@@ -18,6 +18,7 @@ import { notFound, TermadaError } from "../shared/mod.ts";
 import type {
   Boundary,
   ForwardList,
+  ForwardView,
   JobOutputPage,
   OperatorJob,
   OperatorServerList,
@@ -290,6 +291,13 @@ export class OperatorOps {
     const b = r.inventory.bind(name);
     this.#o.recorder.record(by, "host_key.forgotten", { server: name, host: b.host, port: b.port });
     return await r.knownHosts.forget(b.host, b.port);
+  }
+
+  /** Closes one agent's forward; recorded first (then `forward.closed` with the reason). */
+  async closeForward(by: Actor, id: string): Promise<ForwardView> {
+    const r = this.#remote();
+    this.#o.recorder.record(by, "forward.closed_by_operator", { forward_id: id });
+    return await r.closeForwardAsOperator(id, `closed by ${by.kind} ${by.id}`);
   }
 
   /** Every open port forward of every agent. */

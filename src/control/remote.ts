@@ -272,6 +272,13 @@ export class RemoteOps {
     await this.#forwards.closeServer(name, `server "${name}" was removed`);
   }
 
+  /** An operator closes any agent's forward (NOT_FOUND when no open one has that id). */
+  async closeForwardAsOperator(id: string, reason: string): Promise<ForwardView> {
+    const f = this.#forwards.all().find((x) => x.forward_id === id);
+    if (!f) throw new TermadaError("NOT_FOUND", `No forward "${id}"`);
+    return view(await this.#forwards.close(f.owner, id, reason));
+  }
+
   /** Closes every forward of `owner` (its agent went away). */
   async closeForwardsOf(owner: string, reason: string): Promise<void> {
     for (const f of this.#forwards.list(owner)) {

@@ -431,9 +431,17 @@ export class Session {
     if (!pty.remote && this.job && pty.foregroundPgid() === pty.pid) {
       const job = this.job;
       const t0 = Date.now();
+      let zoneSince: number | undefined;
       const retry = () => {
         if (job.final || this.#pty !== pty) return;
-        if (pty.foregroundPgid() !== pty.pid || Date.now() - t0 > 500) {
+        const now = Date.now();
+        if (this.#zone) zoneSince ??= now;
+        // The program has the terminal; or the command started and still runs in the shell
+        // itself (a builtin loop: it never hands over); or a loaded machine took too long.
+        if (
+          pty.foregroundPgid() !== pty.pid ||
+          (zoneSince !== undefined && now - zoneSince > 300) || now - t0 > 5000
+        ) {
           pty.signal(sig, "foreground");
         } else setTimeout(retry, 5);
       };

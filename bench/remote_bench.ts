@@ -9,7 +9,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { connectMcp, readSocketKey, SocketClientTransport } from "../src/client/mod.ts";
 import { Daemon } from "../src/daemon/mod.ts";
-import { freePort, sshdAvailable, TestSshd } from "../src/remote/_test_sshd.ts";
+import { clientHome, freePort, sshdAvailable, TestSshd } from "../src/remote/_test_sshd.ts";
 
 type Out = (line: string) => void;
 
@@ -39,9 +39,7 @@ export async function remoteBench(o: { quick: boolean; out: Out }): Promise<void
   const [a, b, c] = servers as [TestSshd, TestSshd, TestSshd];
   const pub = Deno.readTextFileSync(`${a.clientKeyPath}.pub`);
   for (const s of [b, c]) Deno.writeTextFileSync(`${s.dir}/authorized_keys`, pub);
-  const home = await Deno.makeTempDir({ prefix: "termada-bench-remote-" });
-  Deno.mkdirSync(`${home}/.ssh`, { mode: 0o700 });
-  Deno.writeTextFileSync(`${home}/.ssh/id_ed25519`, a.clientKey, { mode: 0o600 });
+  const home = clientHome(a, "termada-bench-remote-");
   const user = a.user;
   Deno.writeTextFileSync(
     `${home}/config.yaml`,

@@ -18,7 +18,7 @@ import {
   tempHome,
   termadaEnv,
 } from "./_daemon.ts";
-import { TestSshd } from "../src/remote/_test_sshd.ts";
+import { clientHome, TestSshd } from "../src/remote/_test_sshd.ts";
 import {
   callTool,
   denoDir,
@@ -989,9 +989,7 @@ function lazyDaemon(config: string) {
 
 Deno.test("every tool from tools/list: successes and each error code, valid against its outputSchema", async (t) => {
   await using sshd = await TestSshd.start();
-  const sshHome = await Deno.makeTempDir({ prefix: "termada-conf-sshhome-" });
-  await Deno.mkdir(`${sshHome}/.ssh`, { mode: 0o700 });
-  await Deno.writeTextFile(`${sshHome}/.ssh/id_ed25519`, sshd.clientKey, { mode: 0o600 });
+  const sshHome = clientHome(sshd, "termada-conf-sshhome-");
   const home = await homeWithConfig(config(sshd.port));
   const work = await Deno.realPath(await Deno.makeTempDir({ prefix: "termada-conf-work-" }));
   const quotaDaemon = lazyDaemon("sessions:\n  max_per_agent: 1\n");

@@ -6,17 +6,11 @@
 import assert from "node:assert/strict";
 import { call, homeWithConfig, operatorFetch, startDaemon, stdioClient } from "./_daemon.ts";
 import { denoDir, pollUntil } from "./_clients.ts";
-import { freePort, sshdAvailable, TestSshd } from "../src/remote/_test_sshd.ts";
+import { clientHome, freePort, sshdAvailable, TestSshd } from "../src/remote/_test_sshd.ts";
 
 const ignore = !sshdAvailable();
 
-/** A HOME for the daemon whose ~/.ssh/id_ed25519 is the key every test sshd accepts. */
-function sshHome(sshd: TestSshd): string {
-  const home = Deno.makeTempDirSync({ prefix: "termada-sshhome-" });
-  Deno.mkdirSync(`${home}/.ssh`, { mode: 0o700 });
-  Deno.writeTextFileSync(`${home}/.ssh/id_ed25519`, sshd.clientKey, { mode: 0o600 });
-  return home;
-}
+const sshHome = (sshd: TestSshd) => clientHome(sshd);
 
 function serverYaml(name: string, port: number, tags: string[] = []): string {
   return `  - name: ${name}\n    host: 127.0.0.1\n    port: ${port}\n    user: ${

@@ -178,6 +178,17 @@ export class TestSshd implements AsyncDisposable {
   }
 }
 
+/**
+ * A fresh HOME for a daemon whose `~/.ssh/id_ed25519` is the key `sshd` accepts (the default-key
+ * path of src/remote/auth.ts). The caller removes it.
+ */
+export function clientHome(sshd: TestSshd, prefix = "termada-sshhome-"): string {
+  const home = Deno.makeTempDirSync({ prefix });
+  Deno.mkdirSync(`${home}/.ssh`, { mode: 0o700 });
+  Deno.writeTextFileSync(`${home}/.ssh/id_ed25519`, sshd.clientKey, { mode: 0o600 });
+  return home;
+}
+
 /** A port nothing listens on right now (bound then released). */
 export function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });

@@ -325,6 +325,16 @@ async function pageOf(
   };
 }
 
+async function writtenOf(
+  path: string,
+  data: Uint8Array,
+  created: boolean,
+  mode: number,
+  synced: boolean,
+): Promise<FileWritten> {
+  return { path, size: data.byteLength, sha256: await sha256Hex(data), created, mode, synced };
+}
+
 class LocalFiles implements FileBackend {
   readonly kind = "local" as const;
 
@@ -420,14 +430,7 @@ class LocalFiles implements FileBackend {
       }
       throw localError(err, "write", path);
     }
-    return {
-      path,
-      size: data.byteLength,
-      sha256: await sha256Hex(data),
-      created: existing === undefined,
-      mode,
-      synced: await syncDir(dir),
-    };
+    return await writtenOf(path, data, existing === undefined, mode, await syncDir(dir));
   }
 }
 
@@ -735,14 +738,7 @@ class SftpFiles implements FileBackend {
       }
       throw sftpError(err, "write", path);
     }
-    return {
-      path,
-      size: data.byteLength,
-      sha256: await sha256Hex(data),
-      created: existing === undefined,
-      mode,
-      synced,
-    };
+    return await writtenOf(path, data, existing === undefined, mode, synced);
   }
 
   /** Atomic replace (posix-rename@openssh.com); plain SFTP rename only for a new target. */

@@ -20,13 +20,15 @@ const ALLOWED: Record<string, string[]> = {
   sandbox: ["shared", "pty"],
   shell: ["shared"],
   policy: ["shared"],
+  // The vault's file and crypto (src/vault): no knowledge of who uses it.
+  vault: ["shared"],
   engine: ["shared", "wire", "output", "pty", "shell", "sandbox"],
   // Beside the engine: SSH mechanics, and the remote launcher the engine starts sessions with.
   remote: ["shared", "config", "engine", "pty", "shell"],
-  control: ["shared", "wire", "engine", "output", "store", "audit", "policy", "remote"],
+  control: ["shared", "wire", "engine", "output", "store", "audit", "policy", "remote", "vault"],
   mission: ["shared", "wire", "control", "store", "audit", "shell"],
   mcp: ["shared", "wire", "control", "mission"],
-  api: ["shared", "wire", "control", "mcp", "mission"],
+  api: ["shared", "wire", "control", "mcp", "mission", "vault"],
   client: ["shared", "paths", "ipc", "config"],
   daemon: [
     "shared",
@@ -44,8 +46,9 @@ const ALLOWED: Record<string, string[]> = {
     "mission",
     "mcp",
     "api",
+    "vault",
   ],
-  cli: ["shared", "wire", "config", "audit", "client", "daemon"],
+  cli: ["shared", "wire", "config", "audit", "client", "daemon", "vault"],
 };
 
 /** The edges: what agents and operators talk to. None of them may import the engine. */

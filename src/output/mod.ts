@@ -8,7 +8,14 @@
  * processes and knows nothing about shells or jobs.
  */
 export { VtCleaner, type VtCleanerOptions } from "./vt_cleaner.ts";
-export { type Matcher, Redactor, type RedactorOptions, type RedactStream } from "./redact.ts";
+export {
+  type Matcher,
+  MAX_SHARED_LITERALS,
+  Redactor,
+  type RedactorOptions,
+  type RedactStream,
+  SecretSet,
+} from "./redact.ts";
 export { CursorBuffer, type CursorBufferOptions } from "./cursor_buffer.ts";
 export { pruneSpools, removeSpool, type SpoolOptions, SpoolReader, SpoolWriter } from "./spool.ts";
 export {

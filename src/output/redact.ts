@@ -17,6 +17,8 @@ export interface RedactorOptions {
    * can make them backtrack.
    */
   extraPatterns?: readonly Matcher[];
+  /** The daemon-wide secrets (vault values) this redactor masks besides its own literals. */
+  secrets?: SecretSet;
 }
 
 /** A compiled pattern (src/shared's LinearRegex satisfies it). */
@@ -354,130 +356,66 @@ function applySpans(d: Uint8Array, from: number, to: number, spans: number[]): U
   return out.subarray(0, o);
 }
 
-export class Redactor {
-  readonly #patterns: boolean;
-  readonly #literals: Uint8Array[] = [];
+/**
+ * The literal values one redactor (or the whole daemon) masks, with the tables that find them
+ * fast: literals by first byte, a pair table, a skip window. Bounds are per table.
+ */
+class LiteralTable {
+  readonly literals: Uint8Array[] = [];
   readonly #known = new Set<string>();
   /** Literal indexes by first byte. */
   readonly #byFirst: number[][] = Array.from({ length: 256 }, () => []);
   /** Non-zero when some literal starts with these two bytes (index b0 << 8 | b1). */
   readonly #pairs = new Uint8Array(65536);
-  #maxLen = 0;
+  /** Non-zero when two bytes follow each other anywhere in some literal (b0 << 8 | b1). */
+  readonly innerPairs = new Uint8Array(65536);
+  maxLen = 0;
   /** Shortest literal length: the scan window. */
   #minLen = MAX_LITERAL_BYTES;
   /** Non-zero for bytes found in the first #minLen bytes of some literal (skip table). */
   readonly #inWindow = new Uint8Array(256);
-  /** PEM block state of the redact() stream of lines. */
-  readonly #pem: PemState = { inBlock: false, lines: 0 };
+  readonly #max: number;
 
-  #extra: readonly Matcher[];
-
-  constructor(options: RedactorOptions = {}) {
-    this.#patterns = options.patterns ?? true;
-    this.#extra = options.extraPatterns ?? [];
-    for (const secret of options.literals ?? []) this.addLiteral(secret);
+  constructor(max: number) {
+    this.#max = max;
   }
 
-  /**
-   * Registers a secret value (e.g. a password an agent typed). Values shorter than 4 bytes are
-   * refused with INVALID_ARGUMENT (they would mask ordinary text); at most 256 literals, each ≤ 4096 bytes.
-   */
-  addLiteral(secret: string): void {
-    const bytes = new TextEncoder().encode(secret);
-    if (bytes.length < MIN_LITERAL_BYTES) {
-      throw invalidArgument(
-        `Cannot register a secret of ${bytes.length} bytes: the minimum is ${MIN_LITERAL_BYTES}`,
-        "Shorter values would mask ordinary output; such a secret cannot be redacted",
-      );
+  get size(): number {
+    return this.literals.length;
+  }
+
+  /** Adds `bytes` (length already checked); false when it was known. Throws past the bound. */
+  add(bytes: Uint8Array): boolean {
+    const key = latin1.decode(bytes);
+    if (this.#known.has(key)) return false;
+    if (this.literals.length >= this.#max) {
+      throw invalidArgument(`Cannot register more than ${this.#max} secrets`);
     }
-    if (bytes.length > MAX_LITERAL_BYTES) {
-      throw invalidArgument(
-        `Cannot register a secret of ${bytes.length} bytes: the maximum is ${MAX_LITERAL_BYTES}`,
-      );
-    }
-    if (this.#known.has(secret)) return;
-    if (this.#literals.length >= MAX_LITERALS) {
-      throw invalidArgument(`Cannot register more than ${MAX_LITERALS} secrets`);
-    }
-    this.#known.add(secret);
-    const index = this.#literals.push(bytes) - 1;
+    this.#known.add(key);
+    const index = this.literals.push(bytes) - 1;
     this.#byFirst[bytes[0]!]!.push(index);
     this.#pairs[(bytes[0]! << 8) | bytes[1]!] = 1;
-    this.#maxLen = Math.max(this.#maxLen, bytes.length);
+    for (let k = 0; k + 1 < bytes.length; k++) {
+      this.innerPairs[(bytes[k]! << 8) | bytes[k + 1]!] = 1;
+    }
+    this.maxLen = Math.max(this.maxLen, bytes.length);
     if (bytes.length < this.#minLen) {
       this.#minLen = bytes.length;
       this.#inWindow.fill(0);
-      for (const lit of this.#literals) {
+      for (const lit of this.literals) {
         for (let k = 0; k < this.#minLen; k++) this.#inWindow[lit[k]!] = 1;
       }
     } else {
       for (let k = 0; k < this.#minLen; k++) this.#inWindow[bytes[k]!] = 1;
     }
-  }
-
-  /** Redacts one complete chunk of text bytes (the cleaner hands over whole lines). Never lengthens: output.length <= input.length. */
-  redact(bytes: Uint8Array): Uint8Array {
-    const n = bytes.length;
-    if (n === 0) return bytes;
-    const spans: number[] = [];
-    if (this.#literals.length > 0) this.#literalSpans(bytes, 0, n, spans);
-    if (this.#patterns) patternSpans(bytes, 0, n, this.#pem, spans);
-    if (this.#extra.length > 0) extraSpans(bytes, 0, n, this.#extra, spans);
-    if (spans.length === 0) return bytes;
-    return applySpans(bytes, 0, n, normalize(spans));
-  }
-
-  /**
-   * A streaming byte redactor for raw terminal bytes (recording, replay ring): it holds back only a
-   * tail that is a proper prefix of a registered literal, so a secret split across chunks is still
-   * caught, and ordinary output is not delayed. Patterns apply per chunk (best effort: a token split
-   * across chunks escapes them); literals are always caught.
-   */
-  stream(): RedactStream {
-    let held: Uint8Array = EMPTY;
-    const pem: PemState = { inBlock: false, lines: 0 };
-    const finish = (d: Uint8Array, cut: number, spans: number[]): Uint8Array => {
-      if (this.#patterns) patternSpans(d, 0, cut, pem, spans);
-      if (this.#extra.length > 0) extraSpans(d, 0, cut, this.#extra, spans);
-      if (spans.length === 0) return cut === d.length ? d : d.subarray(0, cut);
-      return applySpans(d, 0, cut, normalize(spans));
-    };
-    return {
-      push: (chunk: Uint8Array): Uint8Array => {
-        let d = chunk;
-        if (held.length > 0) {
-          d = new Uint8Array(held.length + chunk.length);
-          d.set(held);
-          d.set(chunk, held.length);
-          held = EMPTY;
-        }
-        const n = d.length;
-        if (n === 0 || this.#literals.length === 0) return finish(d, n, []);
-        const spans: number[] = [];
-        this.#literalSpans(d, 0, n, spans);
-        const cut = this.#holdStart(d, spans);
-        if (cut < n) {
-          held = d.slice(cut); // a copy: the caller may reuse its chunk
-          while (spans.length > 0 && spans[spans.length - 2]! >= cut) spans.length -= 2;
-        }
-        return finish(d, cut, spans);
-      },
-      flush: (): Uint8Array => {
-        const d = held;
-        held = EMPTY;
-        if (d.length === 0) return EMPTY;
-        const spans: number[] = [];
-        this.#literalSpans(d, 0, d.length, spans);
-        return finish(d, d.length, spans);
-      },
-    };
+    return true;
   }
 
   /** Appends merged [start, end) spans of literal matches in d[from, to) (longest match first). */
-  #literalSpans(d: Uint8Array, from: number, to: number, spans: number[]): void {
+  spans(d: Uint8Array, from: number, to: number, spans: number[]): void {
     const pairs = this.#pairs;
     const byFirst = this.#byFirst;
-    const literals = this.#literals;
+    const literals = this.literals;
     const inWindow = this.#inWindow;
     const m = this.#minLen;
     let curStart = -1;
@@ -510,12 +448,12 @@ export class Redactor {
   }
 
   /**
-   * Where the held-back tail starts: the earliest position whose rest of d is a proper prefix of a
-   * literal and that does not cut a masked span. d.length when nothing needs holding.
+   * Where a held-back tail must start: the earliest position whose rest of d is a proper prefix
+   * of a literal and that does not cut a masked span (`spans` sorted). d.length when none.
    */
-  #holdStart(d: Uint8Array, spans: number[]): number {
+  holdStart(d: Uint8Array, spans: number[]): number {
     const n = d.length;
-    for (let c = Math.max(0, n - this.#maxLen + 1); c < n; c++) {
+    for (let c = Math.max(0, n - this.maxLen + 1); c < n; c++) {
       let inside = false;
       for (let k = spans.length - 2; k >= 0 && spans[k + 1]! > c; k -= 2) {
         if (spans[k]! < c) {
@@ -526,7 +464,7 @@ export class Redactor {
       if (inside) continue;
       const rest = n - c;
       for (const index of this.#byFirst[d[c]!]!) {
-        const lit = this.#literals[index]!;
+        const lit = this.literals[index]!;
         if (lit.length <= rest) continue;
         let k = 1;
         while (k < rest && d[c + k] === lit[k]) k++;
@@ -534,5 +472,368 @@ export class Redactor {
       }
     }
     return n;
+  }
+}
+
+function checkedLiteral(secret: string | Uint8Array): Uint8Array {
+  const bytes = typeof secret === "string" ? new TextEncoder().encode(secret) : secret;
+  if (bytes.length < MIN_LITERAL_BYTES) {
+    throw invalidArgument(
+      `Cannot register a secret of ${bytes.length} bytes: the minimum is ${MIN_LITERAL_BYTES}`,
+      "Shorter values would mask ordinary output; such a secret cannot be redacted",
+    );
+  }
+  if (bytes.length > MAX_LITERAL_BYTES) {
+    throw invalidArgument(
+      `Cannot register a secret of ${bytes.length} bytes: the maximum is ${MAX_LITERAL_BYTES}`,
+    );
+  }
+  return bytes;
+}
+
+/** Most literals (values and their encodings) a daemon-wide SecretSet holds. */
+export const MAX_SHARED_LITERALS = 8192;
+/** A line of a multi-line secret is masked on its own from this length (PEM lines are 64). */
+const MIN_LINE_BYTES = 16;
+/** Encodings (base64, hex) are masked from this many characters: shorter ones are too common. */
+const MIN_ENCODED_CHARS = 8;
+
+/**
+ * Secrets the whole daemon masks (vault values it injected): one set shared by every session's,
+ * job's and log's redactor, so a value registered once is masked everywhere from then on, for
+ * the daemon's life. Each value is registered with the forms a program commonly prints it in:
+ * the bytes, each line of a multi-line value (and the value with CRLF line ends, as a terminal
+ * shows it), base64 (standard and URL-safe, at each of the three byte alignments it can have
+ * inside a longer text, unwrapped) and hex (lower and upper case). A value longer than 4096
+ * bytes is masked by its first 4096 bytes and its lines. Other transformations (compression,
+ * encryption, a program that prints it one character at a time with escape sequences between)
+ * are out of reach of any redactor: docs/SECURITY.md says so.
+ */
+export class SecretSet {
+  readonly table: LiteralTable = new LiteralTable(MAX_SHARED_LITERALS);
+  #values = 0;
+
+  /** How many values were registered. */
+  get size(): number {
+    return this.#values;
+  }
+
+  /** Registers `value` and its printed forms (INVALID_ARGUMENT below 4 bytes or past the bound). */
+  add(value: Uint8Array): void {
+    if (value.length < MIN_LITERAL_BYTES) checkedLiteral(value); // throws the clear error
+    const forms: Uint8Array[] = [];
+    const head = value.length > MAX_LITERAL_BYTES ? value.subarray(0, MAX_LITERAL_BYTES) : value;
+    forms.push(head);
+    if (value.includes(LF)) {
+      const text = binaryString(value);
+      const crlf = latin1Bytes(text.replace(/\r?\n/g, "\r\n"));
+      if (crlf.length <= MAX_LITERAL_BYTES) forms.push(crlf);
+      for (const line of text.split(/\r?\n/)) {
+        if (line.length >= MIN_LINE_BYTES) {
+          forms.push(latin1Bytes(line.slice(0, MAX_LITERAL_BYTES)));
+        }
+      }
+    }
+    if (head.length <= 3072) {
+      for (let skip = 0; skip < 3; skip++) {
+        const groups = Math.floor((head.length - skip) / 3);
+        if (groups * 4 < MIN_ENCODED_CHARS) continue;
+        const b64 = btoa(binaryString(head.subarray(skip, skip + groups * 3)));
+        forms.push(latin1Bytes(b64));
+        const url = b64.replaceAll("+", "-").replaceAll("/", "_");
+        if (url !== b64) forms.push(latin1Bytes(url));
+      }
+    }
+    if (head.length * 2 <= MAX_LITERAL_BYTES && head.length * 2 >= MIN_ENCODED_CHARS) {
+      const hex = Array.from(head, (b) => b.toString(16).padStart(2, "0")).join("");
+      forms.push(latin1Bytes(hex), latin1Bytes(hex.toUpperCase()));
+    }
+    let added = false;
+    for (const f of forms) {
+      if (f.length >= MIN_LITERAL_BYTES && this.table.add(f.slice())) added = true;
+    }
+    if (added) this.#values++;
+  }
+}
+
+const ESC = 0x1b;
+const scratch = { text: new Uint8Array(0), map: new Int32Array(0) };
+/** An escape string (OSC, DCS…) longer than this is not held back waiting for its end. */
+const MAX_HELD_SEQUENCE = 4096;
+
+/**
+ * The end of the run of escape sequences starting at `i` (the index of the next text byte), or
+ * -1 when one of them is not complete within `d`. Same grammar as projectText.
+ */
+function skipSequences(d: Uint8Array, i: number): number {
+  const n = d.length;
+  while (i < n && d[i] === ESC) {
+    const next = d[i + 1];
+    if (next === undefined) return -1;
+    let j: number;
+    if (next === 0x5b) {
+      j = i + 2;
+      while (j < n && (d[j]! < 0x40 || d[j]! > 0x7e)) j++;
+      if (j >= n) return -1;
+      i = j + 1;
+    } else if (next === 0x5d || next === 0x50 || next === 0x58 || next === 0x5e || next === 0x5f) {
+      j = i + 2;
+      while (j < n && d[j] !== 0x07 && !(d[j] === ESC && d[j + 1] === 0x5c)) j++;
+      if (j >= n || (d[j] === ESC && j + 1 >= n)) return n - i <= MAX_HELD_SEQUENCE ? -1 : n;
+      i = d[j] === 0x07 ? j + 1 : j + 2;
+    } else {
+      j = i + 1;
+      while (j < n && d[j]! >= 0x20 && d[j]! <= 0x2f) j++;
+      if (j >= n) return -1;
+      i = j + 1;
+    }
+  }
+  return i;
+}
+
+/**
+ * The bytes of `d` without its escape sequences (CSI, OSC/DCS/APC/PM/SOS strings, two- and
+ * three-byte ESC sequences), with the index in `d` of each byte kept, and where an escape
+ * sequence that is not complete at the end starts (`open`, d.length when none).
+ */
+function projectText(d: Uint8Array): { text: Uint8Array; map: Int32Array; open: number } {
+  const n = d.length;
+  // Scratch reused across calls (one thread; the caller is done with it before the next call).
+  if (scratch.text.length < n) {
+    scratch.text = new Uint8Array(n);
+    scratch.map = new Int32Array(n);
+  }
+  const text = scratch.text;
+  const map = scratch.map;
+  let t = 0;
+  let open = n;
+  let i = 0;
+  while (i < n) {
+    const b = d[i]!;
+    if (b !== ESC) {
+      text[t] = b;
+      map[t++] = i++;
+      continue;
+    }
+    const start = i;
+    const next = d[i + 1];
+    if (next === undefined) {
+      open = start;
+      break;
+    }
+    if (next === 0x5b) {
+      // CSI: parameters and intermediates, then a final byte 0x40–0x7e.
+      let j = i + 2;
+      while (j < n && (d[j]! < 0x40 || d[j]! > 0x7e)) j++;
+      if (j >= n) {
+        open = start;
+        break;
+      }
+      i = j + 1;
+    } else if (next === 0x5d || next === 0x50 || next === 0x58 || next === 0x5e || next === 0x5f) {
+      // A string (OSC, DCS, SOS, PM, APC) up to BEL or ESC \.
+      let j = i + 2;
+      while (j < n && d[j] !== 0x07 && !(d[j] === ESC && d[j + 1] === 0x5c)) j++;
+      if (j >= n || (d[j] === ESC && j + 1 >= n)) {
+        if (n - start <= MAX_HELD_SEQUENCE) open = start;
+        i = n;
+        break;
+      }
+      i = d[j] === 0x07 ? j + 1 : j + 2;
+    } else {
+      // ESC, intermediates (0x20–0x2f), a final byte.
+      let j = i + 1;
+      while (j < n && d[j]! >= 0x20 && d[j]! <= 0x2f) j++;
+      if (j >= n) {
+        open = start;
+        break;
+      }
+      i = j + 1;
+    }
+  }
+  return { text: text.subarray(0, t), map, open };
+}
+
+/** One character per byte (U+0000–U+00FF), the form btoa takes. */
+function binaryString(bytes: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 8192) {
+    s += String.fromCharCode(...bytes.subarray(i, i + 8192));
+  }
+  return s;
+}
+
+/** The bytes of a binary string (the inverse of binaryString). */
+function latin1Bytes(text: string): Uint8Array {
+  const out = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i) & 0xff;
+  return out;
+}
+
+export class Redactor {
+  readonly #patterns: boolean;
+  readonly #own = new LiteralTable(MAX_LITERALS);
+  readonly #shared: LiteralTable | undefined;
+  /** PEM block state of the redact() stream of lines. */
+  readonly #pem: PemState = { inBlock: false, lines: 0 };
+
+  #extra: readonly Matcher[];
+
+  constructor(options: RedactorOptions = {}) {
+    this.#patterns = options.patterns ?? true;
+    this.#extra = options.extraPatterns ?? [];
+    this.#shared = options.secrets?.table;
+    for (const secret of options.literals ?? []) this.addLiteral(secret);
+  }
+
+  /**
+   * Registers a secret value (e.g. a password an agent typed). Values shorter than 4 bytes are
+   * refused with INVALID_ARGUMENT (they would mask ordinary text); at most 256 literals, each ≤ 4096 bytes.
+   */
+  addLiteral(secret: string): void {
+    this.#own.add(checkedLiteral(secret));
+  }
+
+  /** The held-back tail's start over both literal tables (d.length when none). */
+  #holdStart(d: Uint8Array, spans: number[]): number {
+    let cut = this.#own.size > 0 ? this.#own.holdStart(d, spans) : d.length;
+    if (this.#shared && this.#shared.size > 0) {
+      cut = Math.min(cut, this.#shared.holdStart(d, spans));
+    }
+    return cut;
+  }
+
+  /**
+   * Whether some run of escape sequences in `d` could sit inside a literal: the text byte before
+   * it and the one after it follow each other in some literal, or the run is not complete at the
+   * end. Ordinary coloured output fails this test, so it costs one scan, not a projection.
+   */
+  #escapesMayHide(d: Uint8Array): boolean {
+    const tables = [this.#own, this.#shared].filter((t): t is LiteralTable =>
+      t !== undefined && t.size > 0
+    );
+    let e = d.indexOf(ESC);
+    while (e >= 0) {
+      const end = skipSequences(d, e);
+      // Not complete, or ending the chunk: hold and look again with the next chunk.
+      if (end < 0 || end === d.length) return e > 0;
+      if (e > 0) {
+        const pair = (d[e - 1]! << 8) | d[end]!;
+        if (tables.some((t) => t.innerPairs[pair] === 1)) return true;
+      }
+      e = end < d.length ? d.indexOf(ESC, end) : -1;
+    }
+    return false;
+  }
+
+  /**
+   * Literals found in `d` with its escape sequences left out: their characters become `*` in a
+   * copy of `d` (never longer, escape sequences kept). Also moves `cut` back to hold a tail that
+   * may continue such a literal, or an escape sequence that is not complete yet.
+   */
+  #starProjected(d: Uint8Array, cut: number): { bytes: Uint8Array; cut: number } {
+    const p = projectText(d);
+    const spans: number[] = [];
+    this.#literalSpans(p.text, 0, p.text.length, spans);
+    const sorted = spans.length > 2 ? normalize(spans) : spans;
+    const pcut = this.#holdStart(p.text, sorted);
+    const held = Math.min(cut, pcut < p.text.length ? p.map[pcut]! : d.length, p.open);
+    if (sorted.length === 0) return { bytes: d, cut: held };
+    const out = d.slice();
+    for (let k = 0; k < sorted.length; k += 2) {
+      for (let i = sorted[k]!; i < sorted[k + 1]!; i++) out[p.map[i]!] = STAR;
+    }
+    return { bytes: out, cut: held };
+  }
+
+  #literalSpans(d: Uint8Array, from: number, to: number, spans: number[]): void {
+    if (this.#own.size > 0) this.#own.spans(d, from, to, spans);
+    if (this.#shared && this.#shared.size > 0) this.#shared.spans(d, from, to, spans);
+  }
+
+  #hasLiterals(): boolean {
+    return this.#own.size > 0 || (this.#shared !== undefined && this.#shared.size > 0);
+  }
+
+  /** Redacts one complete chunk of text bytes (the cleaner hands over whole lines). Never lengthens: output.length <= input.length. */
+  redact(bytes: Uint8Array): Uint8Array {
+    const n = bytes.length;
+    if (n === 0) return bytes;
+    const spans: number[] = [];
+    if (this.#hasLiterals()) this.#literalSpans(bytes, 0, n, spans);
+    if (this.#patterns) patternSpans(bytes, 0, n, this.#pem, spans);
+    if (this.#extra.length > 0) extraSpans(bytes, 0, n, this.#extra, spans);
+    if (spans.length === 0) return bytes;
+    return applySpans(bytes, 0, n, normalize(spans));
+  }
+
+  /**
+   * Redacts one piece of text on its own (a screen row, a title): as redact(), without touching
+   * the PEM line state of this redactor's stream of lines.
+   */
+  redactPiece(text: string): string {
+    const bytes = new TextEncoder().encode(text);
+    const spans: number[] = [];
+    if (this.#hasLiterals()) this.#literalSpans(bytes, 0, bytes.length, spans);
+    if (this.#patterns) patternSpans(bytes, 0, bytes.length, { inBlock: false, lines: 0 }, spans);
+    if (this.#extra.length > 0) extraSpans(bytes, 0, bytes.length, this.#extra, spans);
+    if (spans.length === 0) return text;
+    return new TextDecoder().decode(applySpans(bytes, 0, bytes.length, normalize(spans)));
+  }
+
+  /**
+   * A streaming byte redactor for raw terminal bytes (recording, replay ring): it holds back only a
+   * tail that is a proper prefix of a registered literal, so a secret split across chunks is still
+   * caught, and ordinary output is not delayed. Patterns apply per chunk (best effort: a token split
+   * across chunks escapes them); literals are always caught.
+   */
+  stream(): RedactStream {
+    let held: Uint8Array = EMPTY;
+    const pem: PemState = { inBlock: false, lines: 0 };
+    const finish = (d: Uint8Array, cut: number, spans: number[]): Uint8Array => {
+      if (this.#patterns) patternSpans(d, 0, cut, pem, spans);
+      if (this.#extra.length > 0) extraSpans(d, 0, cut, this.#extra, spans);
+      if (spans.length === 0) return cut === d.length ? d : d.subarray(0, cut);
+      return applySpans(d, 0, cut, normalize(spans));
+    };
+    return {
+      push: (chunk: Uint8Array): Uint8Array => {
+        let d = chunk;
+        if (held.length > 0) {
+          d = new Uint8Array(held.length + chunk.length);
+          d.set(held);
+          d.set(chunk, held.length);
+          held = EMPTY;
+        }
+        const n = d.length;
+        if (n === 0 || !this.#hasLiterals()) return finish(d, n, []);
+        let spans: number[] = [];
+        this.#literalSpans(d, 0, n, spans);
+        if (spans.length > 2) spans = normalize(spans);
+        let cut = this.#holdStart(d, spans);
+        if (d.includes(ESC) && this.#escapesMayHide(d)) {
+          // A program may draw a value with escape sequences between its characters (colours,
+          // a full-screen redraw): match the text with the sequences left out, and star the
+          // matched characters where they are (the sequences stay, so the terminal's state does).
+          const starred = this.#starProjected(d, cut);
+          d = starred.bytes;
+          cut = starred.cut;
+        }
+        if (cut < n) {
+          held = d.slice(cut); // a copy: the caller may reuse its chunk
+          while (spans.length > 0 && spans[spans.length - 2]! >= cut) spans.length -= 2;
+        }
+        return finish(d, cut, spans);
+      },
+      flush: (): Uint8Array => {
+        let d = held;
+        held = EMPTY;
+        if (d.length === 0) return EMPTY;
+        if (d.includes(ESC) && this.#hasLiterals()) d = this.#starProjected(d, d.length).bytes;
+        const spans: number[] = [];
+        this.#literalSpans(d, 0, d.length, spans);
+        return finish(d, d.length, spans);
+      },
+    };
   }
 }

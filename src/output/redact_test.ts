@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { TermadaError } from "../shared/mod.ts";
-import { Redactor } from "./redact.ts";
+import { Redactor, SecretSet } from "./redact.ts";
 import { seededRandom } from "../shared/mod.ts";
 
 const enc = new TextEncoder();
@@ -334,5 +334,91 @@ Deno.test("Redactor never lengthens its input and never lets a literal through",
       const joined = dec.decode(Uint8Array.from(outs.flatMap((o) => [...o])));
       assert.ok(!joined.includes(secret), `leaked in ${JSON.stringify(text)}`);
     }
+  });
+});
+
+Deno.test("a daemon-wide secret is masked in every redactor sharing the set, and its printed forms", async (t) => {
+  const secrets = new SecretSet();
+  const a = new Redactor({ secrets });
+  const b = new Redactor({ secrets, patterns: false });
+  const value = "postgres://app:s3cr3t-Pa55@db:5432/prod";
+  secrets.add(new TextEncoder().encode(value));
+  const red = (r: Redactor, s: string) =>
+    new TextDecoder().decode(r.redact(new TextEncoder().encode(s)));
+  await t.step("the bytes, in each redactor (registered after they were made)", () => {
+    assert.ok(!red(a, `url=${value}\n`).includes("s3cr3t"));
+    assert.ok(!red(b, `${value}`).includes("s3cr3t"));
+  });
+  await t.step("base64 at each alignment, standard and URL-safe, and hex", () => {
+    for (const prefix of ["", "x", "xy", "xyz"]) {
+      const b64 = btoa(prefix + value + "\n");
+      const out = red(b, b64);
+      assert.ok(out.includes("[REDACTED]"), `prefix ${JSON.stringify(prefix)}: ${out}`);
+      // What stays visible cannot be decoded back into the value.
+      assert.ok(!out.includes(btoa(value).slice(4, 20)));
+    }
+    const hex = Array.from(new TextEncoder().encode(value), (x) => x.toString(16).padStart(2, "0"))
+      .join("");
+    assert.ok(!red(b, hex).includes(hex.slice(0, 16)));
+    assert.ok(!red(b, hex.toUpperCase()).includes(hex.toUpperCase().slice(0, 16)));
+  });
+  await t.step("split across stream chunks at every byte", () => {
+    const bytes = new TextEncoder().encode(`before ${value} after`);
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const s = b.stream();
+      const out = new TextDecoder().decode(
+        new Uint8Array([
+          ...s.push(bytes.subarray(0, cut)),
+          ...s.push(bytes.subarray(cut)),
+          ...s.flush(),
+        ]),
+      );
+      assert.equal(out, "before [REDACTED] after", `cut ${cut}`);
+    }
+  });
+  await t.step("a multi-line value: as the terminal shows it (CRLF) and line by line", () => {
+    const key = "line-one-of-the-key-0123456789\nline-two-of-the-key-abcdefghij\n";
+    secrets.add(new TextEncoder().encode(key));
+    const out = red(b, key.replaceAll("\n", "\r\n"));
+    assert.ok(!out.includes("line-one") && !out.includes("line-two"), out);
+    assert.ok(!red(b, "see: line-two-of-the-key-abcdefghij").includes("abcdefghij"));
+  });
+  await t.step("values shorter than 4 bytes are refused", () => {
+    assert.throws(() => secrets.add(new Uint8Array([1, 2, 3])), /minimum is 4/);
+  });
+});
+
+Deno.test("stream masks a secret drawn with escape sequences between its characters", async (t) => {
+  const secrets = new SecretSet();
+  secrets.add(new TextEncoder().encode("Zq8-vault-S3cret"));
+  const r = new Redactor({ secrets, patterns: false });
+  const drawn = "\x1b[?1049h\x1b[H" +
+    [..."Zq8-vault-S3cret"].map((c) => `\x1b[1m${c}\x1b[0m`).join("") + "\x1b]0;title\x07 end";
+  const bytes = new TextEncoder().encode(drawn);
+  // deno-lint-ignore no-control-regex
+  const visible = (s: string) => s.replace(/\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07/g, "");
+  await t.step("in one chunk: the characters become stars, the sequences stay", () => {
+    const s = r.stream();
+    const out = new TextDecoder().decode(new Uint8Array([...s.push(bytes), ...s.flush()]));
+    assert.equal(visible(out), "*".repeat(16) + " end");
+    assert.ok(out.includes("\x1b[1m") && out.includes("\x1b]0;title\x07"));
+  });
+  await t.step("split at every byte", () => {
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const s = r.stream();
+      const out = new TextDecoder().decode(
+        new Uint8Array([
+          ...s.push(bytes.subarray(0, cut)),
+          ...s.push(bytes.subarray(cut)),
+          ...s.flush(),
+        ]),
+      );
+      assert.equal(visible(out), "*".repeat(16) + " end", `cut ${cut}`);
+    }
+  });
+  await t.step("ordinary coloured output passes unchanged", () => {
+    const s = r.stream();
+    const plain = new TextEncoder().encode("\x1b[32mok\x1b[0m Zq8 vault\n");
+    assert.deepEqual(s.push(plain), plain);
   });
 });

@@ -14,6 +14,8 @@
  *       100 commands, twice, with the daemon's RSS after every client closed
  *   (k) remote servers over loopback sshd (bench/remote_bench.ts): echo round trip vs ssh
  *       ControlMaster and fresh ssh, fleet 3 × 100, forward throughput vs ssh -L
+ *   (l) the vault (bench/vault_bench.ts): raw-stream redaction MB/s with 0, 16 and 256 vault
+ *       secrets, plain and coloured output; unlock and set, passphrase and identity, vs `age -d`
  * Prints plain lines (median, p99, MB/s, RSS). No thresholds fail here: targets are printed next
  * to the figures. Set BENCH_QUICK=1 for a short smoke run.
  */
@@ -34,6 +36,7 @@ import { preloadNative, Pty, readProcFile, sharedPoller } from "../src/pty/mod.t
 import { dashboardLatency } from "./dashboard_latency.ts";
 import { mcpPeerBench } from "./mcp_peer.ts";
 import { remoteBench } from "./remote_bench.ts";
+import { vaultBench } from "./vault_bench.ts";
 
 preloadNative();
 const QUICK = Deno.env.get("BENCH_QUICK") === "1";
@@ -542,3 +545,6 @@ await mcpPeerBench({ quick: QUICK, out });
 
 // ── (k) remote servers over loopback sshd ───────────────────────────────────
 await remoteBench({ quick: QUICK, out });
+
+// ── (l) the vault: redaction cost with vault secrets, unlock and set ─────────
+await vaultBench({ quick: QUICK, out });

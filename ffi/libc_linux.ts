@@ -142,6 +142,37 @@ export const LIBC_LINUX = {
   mkdir: { parameters: ["buffer", "u32"], result: "i32" },
   // uid_t geteuid(void);
   geteuid: { parameters: [], result: "u32" },
+  // uid_t getuid(void);
+  getuid: { parameters: [], result: "u32" },
+  // gid_t getgid(void);
+  getgid: { parameters: [], result: "u32" },
+  // gid_t getegid(void);
+  getegid: { parameters: [], result: "u32" },
+  // int getresuid(uid_t *ruid, uid_t *euid, uid_t *suid);
+  getresuid: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
+  // int getresgid(gid_t *rgid, gid_t *egid, gid_t *sgid);
+  getresgid: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
+  // int getgroups(int size, gid_t list[]);
+  getgroups: { parameters: ["i32", "buffer"], result: "i32" },
+  // int setgroups(size_t size, const gid_t *list);  — glibc applies it to every thread of the
+  // process (its setxid broadcast); the raw syscall would change only the calling thread.
+  setgroups: { parameters: ["usize", "buffer"], result: "i32" },
+  // int setresgid(gid_t rgid, gid_t egid, gid_t sgid);  (all threads, as setgroups)
+  setresgid: { parameters: ["u32", "u32", "u32"], result: "i32" },
+  // int setresuid(uid_t ruid, uid_t euid, uid_t suid);  (all threads, as setgroups)
+  setresuid: { parameters: ["u32", "u32", "u32"], result: "i32" },
+  // int capset(cap_user_header_t hdr, const cap_user_data_t data);
+  capset: { parameters: ["buffer", "buffer"], result: "i32" },
+  // int fchown(int fd, uid_t owner, gid_t group);
+  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
+  // int fchmod(int fd, mode_t mode);
+  fchmod: { parameters: ["i32", "u32"], result: "i32" },
+  // int isatty(int fd);
+  isatty: { parameters: ["i32"], result: "i32" },
+  // int chdir(const char *path);
+  chdir: { parameters: ["buffer"], result: "i32" },
+  // char *getcwd(char *buf, size_t size);
+  getcwd: { parameters: ["buffer", "usize"], result: "pointer" },
   // pid_t getpid(void);
   getpid: { parameters: [], result: "i32" },
   // void _exit(int status);
@@ -220,6 +251,10 @@ export const LINUX = {
   PR_CAPBSET_DROP: 24,
   CAP_SYS_PTRACE: 19,
   PR_GET_CHILD_SUBREAPER: 37,
+  PR_CAP_AMBIENT: 47,
+  PR_CAP_AMBIENT_CLEAR_ALL: 4,
+  /** _LINUX_CAPABILITY_VERSION_3: capset's header takes two 32-bit data words per set. */
+  LINUX_CAPABILITY_VERSION_3: 0x20080522,
 } as const;
 
 /** Syscall numbers glibc has no wrapper for, by architecture. */

@@ -16,6 +16,7 @@ import {
   startDaemon,
   stdioClient,
   tempHome,
+  termada,
   termadaEnv,
 } from "./_daemon.ts";
 import { clientHome, TestSshd } from "../src/remote/_test_sshd.ts";
@@ -53,6 +54,8 @@ policies:
         allow: ["/**"]
       write:
         allow: ["/tmp/**"]
+    vault:
+      allow: ["local:conf-*"]
 approvals:
   confirm_timeout_ms: 60000
 servers:
@@ -738,6 +741,36 @@ const TOOL_CASES: Record<string, ToolSpec> = {
       errArgs("mission_report", "INVALID_ARGUMENT", 'format "pdf"', {
         mission_id: FAKE.mission,
         format: "pdf",
+      }),
+    ],
+  },
+
+  vault_list: {
+    minimal: {},
+    cases: [
+      errCase("VAULT_LOCKED", "no vault yet: the hint names the operator's command", async (fx) => {
+        const e = await fails(fx.c, "vault_list", {}, "VAULT_LOCKED");
+        assert.match(e.hint ?? "", /termada vault init/);
+      }),
+      okCase("names and kinds of the entries the policy allows, never values", async (fx) => {
+        const env = { DENO_DIR: await denoDir(), CONFORMANCE_WEB_TOKEN: WEB_TOKEN };
+        const id = `${fx.work}/vault-key.txt`;
+        for (
+          const args of [["vault", "init", "--identity", id], ["unlock", "--identity", id]]
+        ) {
+          const r = await termada(fx.d.home, args, env);
+          assert.equal(r.code, 0, r.stderr);
+        }
+        for (const name of ["conf-token", "other"]) {
+          const r = await operatorFetch(fx.d)(`/vault/entries/${name}`, {
+            method: "PUT",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ value_b64: btoa(`value-of-${name}`) }),
+          });
+          assert.equal(r.status, 200, await r.text());
+        }
+        const r = await ok(fx.c, "vault_list", {});
+        assert.deepEqual(r.entries, [{ name: "conf-token", kind: "secret" }]);
       }),
     ],
   },

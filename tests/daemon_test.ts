@@ -63,7 +63,7 @@ Deno.test(
       await using alice = await stdioClient(home, ["--agent", "alice"]);
       await using bob = await stdioClient(home, ["--agent", "bob"]);
       const tools = await alice.listTools();
-      assert.equal(tools.tools.length, 26);
+      assert.equal(tools.tools.length, 27);
       const r = await call(alice, "exec_run", { command: ["cd /tmp && echo from-alice"] });
       assert.equal(r.output, "from-alice\n");
       assert.equal((await call(alice, "exec_run", { command: ["pwd"] })).output, "/tmp\n");

@@ -6,3 +6,11 @@ export function encodeBase64(bytes: Uint8Array): string {
   }
   return btoa(bin);
 }
+
+/** Bytes of standard base64 (the wire schema checked the alphabet). */
+export function decodeBase64(text: string): Uint8Array {
+  const bin = atob(text);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}

@@ -28,7 +28,12 @@ import {
   ServerAddInput,
   StopInput,
   type StopResult,
+  VaultEntryName,
+  VaultSetInput,
+  VaultUnlockInput,
 } from "../wire/mod.ts";
+import { parseIdentityFile } from "../vault/mod.ts";
+import { decodeBase64 } from "./_base64.ts";
 import { type AppEnv, body, operatorGuard, operatorOf, query } from "./http.ts";
 import { eventsStream, terminalStream } from "./streams.ts";
 import { z } from "zod";
@@ -121,6 +126,47 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
   api.post("/forwards/:id/close", async (c) => {
     await body(c, z.strictObject({}));
     return c.json(await ops.closeForward(operatorOf(c), c.req.param("id")));
+  });
+  // ── the vault (names and status out, values only in; src/control/vault.ts) ──
+  api.get("/vault", async (c) => {
+    const v = ops.vault();
+    const status = await v.status();
+    return c.json({ ...status, list: status.unlocked ? v.list() : [] });
+  });
+  api.post("/vault/unlock", async (c) => {
+    const b = await body(c, VaultUnlockInput);
+    const key = b.passphrase !== undefined
+      ? { passphrase: b.passphrase }
+      : { identity: parseIdentityFile(b.identity!) };
+    return c.json(await ops.vault().unlock(operatorOf(c), key));
+  });
+  api.post("/vault/lock", async (c) => {
+    await body(c, z.strictObject({}));
+    return c.json(await ops.vault().lock(operatorOf(c)));
+  });
+  api.put("/vault/entries/:name", async (c) => {
+    const name = VaultEntryName.safeParse(c.req.param("name"));
+    if (!name.success) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `"${c.req.param("name")}" is not a vault entry name`,
+      );
+    }
+    const b = await body(c, VaultSetInput);
+    const value = decodeBase64(b.value_b64);
+    const info = await ops.vault().set(operatorOf(c), name.data, value, {
+      kind: b.kind ?? "secret",
+      ...(b.description !== undefined ? { description: b.description } : {}),
+    });
+    value.fill(0);
+    return c.json(info);
+  });
+  api.delete("/vault/entries/:name", async (c) => {
+    const removed = await ops.vault().remove(operatorOf(c), c.req.param("name"));
+    if (!removed) {
+      throw new TermadaError("NOT_FOUND", `The vault has no entry "${c.req.param("name")}"`);
+    }
+    return c.json({ ok: true, name: c.req.param("name") });
   });
   api.post("/stop", async (c) => {
     const r = await ops.stopAll(operatorOf(c), await body(c, StopInput));

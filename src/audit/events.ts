@@ -165,6 +165,28 @@ export interface AuditEvents {
   "host_key.forgotten": { server: string; host: string; port: number };
   "session.link_lost": { session_id: string; server: string; reason: string; job_id?: string };
   "session.reconnected": { session_id: string; server: string; attempt: number };
+  // ── the vault (src/control/vault.ts): names and uses, never values ──
+  "vault.unlocked": { protection: string; entries: number };
+  "vault.unlock_failed": { reason: string };
+  "vault.locked": { reason: string };
+  "vault.entry_set": { entry: string; kind: string; bytes: number; replaced: boolean };
+  "vault.entry_removed": { entry: string };
+  "vault.used": {
+    entry: string;
+    use: "env" | "input" | "server_auth";
+    /** `local` or the server's name. */
+    target: string;
+    variable?: string;
+    job_id?: string;
+    session_id?: string;
+  };
+  "vault.denied": {
+    entry: string;
+    use: "env" | "input" | "server_auth";
+    target: string;
+    reason: string;
+    job_id?: string;
+  };
   // ── kill switch ──
   "stop_all": { barrier_ms: number };
   "stop_all.done": { stopped_jobs: string[]; cancelled_approvals: string[] };

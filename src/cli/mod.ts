@@ -31,6 +31,10 @@ Usage:
   termada servers [list] | add NAME --host H --user U [--port P] [--tag T]... | rm NAME | forget NAME
   termada servers forwards
       The server inventory (config file and live), host keys, and every open port forward.
+  termada vault init [--identity FILE] | set NAME [--kind K] | [list] | rm NAME | reset --yes
+  termada unlock [--identity FILE | --passphrase-file FILE] | termada lock
+      The age-encrypted vault (<state>/vault.age): values agents use by reference and never
+      see. Values come from stdin or a hidden prompt, never from the command line.
   termada dashboard [--open]
       Print (or open) the tokenized URL of the live dashboard.
   termada version
@@ -53,6 +57,9 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   dashboard: async (a) => (await operator()).dashboardCommand(a, OUT),
   mission: async (a) => (await operator()).missionCommand(a, OUT),
   servers: async (a) => (await import("./servers.ts")).serversCommand(a, OUT),
+  vault: async (a) => (await import("./vault.ts")).vaultCommand(a, OUT),
+  unlock: async (a) => (await import("./vault.ts")).unlockCommand(a, OUT),
+  lock: async (a) => (await import("./vault.ts")).lockCommand(a, OUT),
   serve: async (args) =>
     (await import("./serve.ts")).serveCommand(args, {
       version: VERSION,

@@ -36,7 +36,7 @@ function token(p: TermadaPaths): string {
 /** One operator request over the socket; a non-2xx answer becomes the daemon's typed error. */
 async function request<T>(
   p: TermadaPaths,
-  method: "GET" | "POST" | "DELETE",
+  method: "GET" | "POST" | "PUT" | "DELETE",
   path: string,
   body: Record<string, unknown> | undefined,
   read: (r: Response) => Promise<T>,
@@ -74,7 +74,7 @@ async function request<T>(
 
 export function call(
   p: TermadaPaths,
-  method: "GET" | "POST" | "DELETE",
+  method: "GET" | "POST" | "PUT" | "DELETE",
   path: string,
   body?: Record<string, unknown>,
 ): Promise<Record<string, unknown>> {

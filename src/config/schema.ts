@@ -118,6 +118,12 @@ const Auth = z.strictObject({
   dev_mode: z.boolean().default(true),
 });
 
+/** A user or group name (as useradd allows, plus `$` for machine accounts) or a numeric id. */
+const AccountName = z.string().min(1).max(CONFIG_LIMITS.userChars).regex(
+  /^(?:[0-9]{1,10}|[A-Za-z_][A-Za-z0-9_.-]*\$?)$/,
+  "must be a user or group name (letters, digits, '_', '.', '-', starting with a letter or '_') or a numeric id",
+);
+
 const Security = z.strictObject({
   /**
    * The kernel boundary around sessions (docs/SECURITY.md): `required` refuses to start sessions
@@ -125,6 +131,15 @@ const Security = z.strictObject({
    * `off` runs programs directly (no exec gate, no Landlock, no cgroups).
    */
   exec_gate: z.enum(["required", "auto", "off"]).default("auto"),
+  /**
+   * Local session shells and one-shot jobs run as this user (and group: its primary one unless
+   * given), names or numeric ids; the daemon keeps its own and its state dir stays out of their
+   * reach. Resolved from /etc/passwd and /etc/group at start (docs/SECURITY.md, run_as).
+   */
+  run_as: z.strictObject({
+    user: AccountName,
+    group: AccountName.optional(),
+  }).optional(),
 });
 
 /**
@@ -297,6 +312,11 @@ const FilePattern = ResourcePattern.refine(
   'must be an absolute path ("/etc/**") or "<server>:<absolute path>"',
 );
 const FileList = section(z.array(FilePattern).max(CONFIG_LIMITS.resourceRules).default([]));
+const VaultPattern = ResourcePattern.refine(
+  (s) => /^\s*([^:\s]+:)?[^:\s]+\s*$/.test(s),
+  'must be "<entry>" or "<target>:<entry>" (globs allowed)',
+);
+const VaultList = section(z.array(VaultPattern).max(CONFIG_LIMITS.resourceRules).default([]));
 const FileRules = z.strictObject({ allow: FileList, deny: FileList, confirm: FileList });
 
 /**
@@ -319,6 +339,14 @@ export const PolicyRules = z.strictObject({
       write: section(FileRules.optional()),
     })
       .optional(),
+  ),
+  /**
+   * Which vault entries agents of this policy may use, and where: `<entry>` or
+   * `<target>:<entry>` globs (target `local` or a server's name). No `vault` rules: no entry
+   * may be used (secrets fail closed, even under an otherwise open policy).
+   */
+  vault: section(
+    z.strictObject({ allow: VaultList, deny: VaultList }).optional(),
   ),
 });
 export type PolicyRules = z.infer<typeof PolicyRules>;

@@ -9,7 +9,9 @@ import {
   DEFAULT_RUN_WAIT_MS,
   type Engine,
   type Job,
+  type LaunchSpec,
   type Reservation,
+  secretsToServerJob,
   type Session,
   sessionInfo,
 } from "../engine/mod.ts";
@@ -34,11 +36,13 @@ import type {
   SessionIdInput,
   SessionInfo,
 } from "../wire/mod.ts";
+import { splitEnv } from "../wire/mod.ts";
 import type { ApprovalBook } from "./approvals.ts";
 import type { Gateway } from "./gateway.ts";
 import { noRemote, type RemoteOps } from "./remote.ts";
 import { FileOps } from "./files.ts";
 import type { Trail } from "./trail.ts";
+import type { AgentVaultEntry, VaultOps } from "./vault.ts";
 
 /** Programs whose stdin lines are commands: a line typed into them is checked like a command. */
 const COMMAND_READERS =
@@ -53,7 +57,12 @@ export interface AgentOpsOptions {
   remote?: RemoteOps;
   /** What the file tools never touch (see FileOpsOptions.forbidden). */
   forbiddenPaths?: { all: readonly string[]; write: readonly string[] };
+  /** The vault (values used by reference); absent: every reference is VAULT_LOCKED. */
+  vault?: VaultOps;
 }
+
+/** A session to open: its environment holds plain values (vault references resolved). */
+type OpenSpec = Omit<SessionCreateInput, "target" | "env"> & { env?: Record<string, string> };
 
 export class AgentOps {
   readonly #engine: Engine;
@@ -62,6 +71,7 @@ export class AgentOps {
   readonly #trail: Trail;
   readonly #remote: RemoteOps | undefined;
   readonly #files: FileOps;
+  readonly #vault: VaultOps | undefined;
   /** Each agent's default session (created on first use), by owner. */
   readonly #defaults = new Map<string, Promise<Session>>();
 
@@ -71,6 +81,7 @@ export class AgentOps {
     this.#approvals = o.approvals;
     this.#trail = o.trail;
     this.#remote = o.remote;
+    this.#vault = o.vault;
     this.#files = new FileOps({
       engine: o.engine,
       gateway: o.gateway,
@@ -95,15 +106,62 @@ export class AgentOps {
     return this.#engine.boundary();
   }
 
+  // ── the vault ─────────────────────────────────────────────────────────────
+
+  /** Whether vault references can be served now (capabilities). */
+  get vaultUnlocked(): boolean {
+    return this.#vault?.unlocked === true;
+  }
+
+  /** vault_list: names and kinds of the entries the caller's policy lets it use somewhere. */
+  vaultList(owner: string): { entries: AgentVaultEntry[] } {
+    const targets = ["local", ...(this.#remote?.serverNames() ?? [])];
+    return { entries: this.#vaultOps().listFor(owner, targets) };
+  }
+
+  #vaultOps(): VaultOps {
+    if (this.#vault) return this.#vault;
+    throw new TermadaError("VAULT_LOCKED", "This daemon has no vault", {
+      retriable: false,
+      hint: "An operator must create one: `termada vault init`",
+    });
+  }
+
+  /** Fails fast (before anything is reserved) when references cannot be served. */
+  #assertVaultUsable(refs: readonly unknown[]): void {
+    if (refs.length === 0) return;
+    const v = this.#vaultOps();
+    if (!v.unlocked) v.listFor("", []); // throws VAULT_LOCKED with the operator's hint
+  }
+
   // ── sessions ──────────────────────────────────────────────────────────────
 
   async createSession(owner: string, req: SessionCreateInput): Promise<SessionInfo> {
-    const { target, ...spec } = req;
+    const { target, env, ...rest } = req;
+    const { plain, refs } = splitEnv(env);
+    const spec = { ...rest, ...(env ? { env: plain } : {}) };
     if (target !== undefined && target !== "local") {
       if (!this.#remote) throw noRemote(target);
+      if (refs.length > 0) {
+        // A server's session starts with `env K=V … bash` on the SSH exec line, which other
+        // users of that server can read in `ps`.
+        throw new TermadaError(
+          "NOT_SUPPORTED",
+          "Cannot give a session on a server vault values in its environment",
+          {
+            hint:
+              "Pass them to exec_run in that session (env: {NAME: {vault: …}}): staged, never typed",
+          },
+        );
+      }
       return sessionInfo(await this.#openRemote(owner, spec, target));
     }
-    return sessionInfo(await this.#open(owner, spec));
+    this.#assertVaultUsable(refs);
+    if (refs.length === 0) return sessionInfo(await this.#open(owner, spec));
+    const values = this.#vaultOps().resolve(owner, refs, { target: "local", use: "env" });
+    const secretEnv: Record<string, string> = {};
+    for (const [k, v] of values) secretEnv[k] = new TextDecoder().decode(v);
+    return sessionInfo(await this.#open(owner, { ...spec, env: { ...plain, ...secretEnv } }));
   }
 
   listSessions(owner: string): SessionInfo[] {
@@ -122,7 +180,7 @@ export class AgentOps {
   }
 
   /** Opens a session through the gate; stored and audited, or closed again and refused. */
-  async #open(owner: string, spec: Omit<SessionCreateInput, "target">): Promise<Session> {
+  async #open(owner: string, spec: OpenSpec): Promise<Session> {
     this.#gateway.admitSession();
     const s = await this.#engine.openSession(owner, spec);
     try {
@@ -142,7 +200,7 @@ export class AgentOps {
   /** A session on a server: the gate decides the server (a `session` action), then it opens. */
   async #openRemote(
     owner: string,
-    spec: Omit<SessionCreateInput, "target">,
+    spec: OpenSpec,
     target: string,
   ): Promise<Session> {
     const remote = this.#remote!;
@@ -242,6 +300,8 @@ export class AgentOps {
   /** Types input for a job that waits for it; a line into a shell passes the gate first. */
   async write(owner: string, req: ExecWriteInput): Promise<JobAck> {
     const job = this.job(owner, req.job_id);
+    if (req.vault !== undefined) return await this.#writeVault(owner, job, req, req.vault);
+    const input = req.input ?? "";
     if (job.status !== "awaiting_input") {
       throw new TermadaError(
         "NOT_AWAITING_INPUT",
@@ -259,7 +319,7 @@ export class AgentOps {
       // line is a command for the policy (a prompt's text proves nothing: the agent can print
       // one). Control characters would let the terminal make other lines than the policy saw.
       // deno-lint-ignore no-control-regex
-      if (/[\x00-\x08\x0b-\x1f\x7f]/.test(req.input)) {
+      if (/[\x00-\x08\x0b-\x1f\x7f]/.test(input)) {
         throw new TermadaError(
           "INVALID_ARGUMENT",
           "Cannot type control characters into a program on a server: the terminal would edit " +
@@ -269,7 +329,7 @@ export class AgentOps {
       }
       await this.#gateway.admitInput({
         job,
-        line: req.input,
+        line: input,
         reader: "a program on a server",
         remote: true,
         secret: req.secret === true,
@@ -280,7 +340,7 @@ export class AgentOps {
       // unless the terminal does not echo (a password prompt of su, ssh, sudo…).
       await this.#gateway.admitInput({
         job,
-        line: req.input,
+        line: input,
         reader: job.inputReader,
         secret: req.secret === true,
         echoOff: target.passwordPrompt(),
@@ -288,9 +348,52 @@ export class AgentOps {
     }
     if (req.secret) {
       // Registered before the bytes leave, so no echo or later output can carry them.
-      for (const r of target.redactors) r.addLiteral(req.input);
+      for (const r of target.redactors) r.addLiteral(input);
     }
-    await target.write(req.input + (req.append_newline === false ? "" : "\r"));
+    await target.write(input + (req.append_newline === false ? "" : "\r"));
+    return { ok: true, job_id: job.id, status: job.status };
+  }
+
+  /**
+   * Types a vault entry's value (a password prompt). The vault rules decide the entry on the
+   * job's target; the value was registered with the daemon-wide redactor at unlock, so neither
+   * an echo nor later output shows it; the audit records `[vault:<entry>]`.
+   */
+  async #writeVault(owner: string, job: Job, req: ExecWriteInput, entry: string): Promise<JobAck> {
+    if (job.status !== "awaiting_input") {
+      throw new TermadaError(
+        "NOT_AWAITING_INPUT",
+        `Cannot write to job "${job.id}": it is ${job.status}, not waiting for input`,
+        { details: { job_id: job.id }, hint: "Wait with exec_wait until.prompt" },
+      );
+    }
+    const target = this.#engine.jobs.inputTarget(job);
+    const session = this.#engine.registry.sessionById(job.sessionId);
+    const where = session?.target ?? "local";
+    const value = this.#vaultOps().resolve(owner, [{ entry }], {
+      target: where,
+      use: "input",
+      job_id: job.id,
+      session_id: job.sessionId,
+    }).get(entry)!;
+    const text = new TextDecoder().decode(value);
+    if (/[\r\n]/.test(text.replace(/\r?\n$/, ""))) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Cannot type vault entry "${entry}": it holds several lines`,
+        { hint: "Only a one-line value (a password, a token) can answer a prompt" },
+      );
+    }
+    await this.#gateway.admitInput({
+      job,
+      line: "",
+      reader: job.inputReader ?? (where === "local" ? "a program" : "a program on a server"),
+      secret: true,
+      echoOff: false,
+      vault: entry,
+    });
+    const line = text.replace(/\r?\n$/, "");
+    await target.write(line + (req.append_newline === false ? "" : "\r"));
     return { ok: true, job_id: job.id, status: job.status };
   }
 
@@ -335,12 +438,15 @@ export class AgentOps {
   async #launch(owner: string, req: ExecStartInput): Promise<Job> {
     this.#engine.assertOpen();
     const engine = this.#engine;
-    const spec = { command: req.command, cwd: req.cwd, env: req.env };
+    const { plain, refs, shown } = splitEnv(req.env);
+    this.#assertVaultUsable(refs);
+    const spec: LaunchSpec = { command: req.command, cwd: req.cwd, env: plain };
     let res: Reservation;
     if (req.mode === "background") {
       const base = req.session === undefined
         ? undefined
         : engine.registry.ownSession(owner, req.session);
+      if (refs.length > 0 && base?.remote) throw secretsToServerJob();
       res = engine.jobs.reserveBackground(owner, base, spec);
     } else {
       const session = req.session === undefined
@@ -356,10 +462,24 @@ export class AgentOps {
     }
     let verdict;
     try {
-      verdict = await this.#gateway.admitExec(res.job, req.env, {
+      verdict = await this.#gateway.admitExec(res.job, req.env ? shown : undefined, {
         remote: res.session?.remote === true,
         posix: res.session?.shell === "sh",
       });
+      if (refs.length > 0) {
+        // Resolved once the command itself passed: the policy's vault rules decide each entry
+        // on the job's target, each use is audited, and the values go only into the staged
+        // script or the one-shot's environment (LaunchSpec.secretEnv).
+        const values = this.#vaultOps().resolve(owner, refs, {
+          target: res.session?.target ?? "local",
+          use: "env",
+          job_id: res.job.id,
+          ...(res.session ? { session_id: res.session.id } : {}),
+        });
+        const secretEnv: Record<string, string> = {};
+        for (const [k, v] of values) secretEnv[k] = new TextDecoder().decode(v);
+        res.spec.secretEnv = secretEnv;
+      }
       if (verdict.verdict === "confirm") {
         await this.#approvals.park(res, verdict);
         return res.job;

@@ -20,6 +20,9 @@ import { Gateway, type PolicyPort } from "./gateway.ts";
 import { OperatorOps } from "./operator.ts";
 import { Presence } from "./presence.ts";
 import { RemoteOps, type RemoteSetup } from "./remote.ts";
+import { VaultOps } from "./vault.ts";
+import type { SecretSet } from "../output/mod.ts";
+import type { VaultFile } from "../vault/mod.ts";
 import { type AuditSink, Recorder } from "./recorder.ts";
 import { Trail } from "./trail.ts";
 
@@ -47,6 +50,11 @@ export interface ControlOptions {
   remote?: RemoteSetup;
   /** Paths the file tools never touch: `all` (read and write) and `write` only. */
   forbiddenPaths?: { all: readonly string[]; write: readonly string[] };
+  /**
+   * The vault file and the daemon-wide secrets its values join (the same SecretSet the engine
+   * options and the audit log's redactor hold); absent: no vault.
+   */
+  vault?: { file: VaultFile; secrets: SecretSet };
   clock?: Clock;
 }
 
@@ -57,6 +65,8 @@ export class Control {
   readonly recorder: Recorder;
   /** Remote work, when the daemon has servers support. */
   readonly remote: RemoteOps | undefined;
+  /** The vault, when the daemon has one configured (always, in the daemon). */
+  readonly vault: VaultOps | undefined;
   readonly limits: EngineLimits;
   readonly output: EngineOutputOptions;
   readonly #engine: Engine;
@@ -67,7 +77,11 @@ export class Control {
 
   constructor(o: ControlOptions) {
     const clock = o.clock ?? o.engine.clock ?? systemClock;
-    const engine = new Engine({ ...o.engine, clock });
+    const engine = new Engine({
+      ...o.engine,
+      secrets: o.engine.secrets ?? o.vault?.secrets,
+      clock,
+    });
     this.#engine = engine;
     this.limits = engine.limits;
     this.output = engine.output;
@@ -103,12 +117,24 @@ export class Control {
         setup: o.remote,
       })
       : undefined;
+    this.vault = o.vault
+      ? new VaultOps({
+        file: o.vault.file,
+        secrets: o.vault.secrets,
+        recorder: this.recorder,
+        decide: o.policy.decideResource
+          ? (agent, subject) => o.policy.decideResource!(agent, subject)
+          : undefined,
+        onChange: (s) => o.bus?.publish("vault.status", { ...s }),
+      })
+      : undefined;
     this.agents = new AgentOps({
       engine,
       gateway: this.#gateway,
       approvals: this.#approvals,
       trail: this.#trail,
       remote: this.remote,
+      vault: this.vault,
       forbiddenPaths: o.forbiddenPaths ?? { all: o.engine.sandbox?.hide ?? [], write: [] },
     });
     this.operators = new OperatorOps({
@@ -118,6 +144,7 @@ export class Control {
       trail: this.#trail,
       recorder: this.recorder,
       remote: this.remote,
+      vault: this.vault,
     });
     this.presence = new Presence({
       engine,
@@ -158,6 +185,7 @@ export class Control {
       this.#approvals.close();
       await this.remote?.close();
       await this.#engine.shutdown();
+      await this.vault?.close();
       this.#trail.pruneNow();
       this.#trail.close();
     })();

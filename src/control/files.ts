@@ -234,6 +234,7 @@ export class FileOps {
   async #where(owner: string, sessionId: string | undefined): Promise<Where> {
     const engine = this.#o.engine;
     if (sessionId === undefined) {
+      assertLocalFiles(engine);
       return {
         session: undefined,
         target: "local",
@@ -245,6 +246,7 @@ export class FileOps {
     }
     const session = engine.registry.ownSession(owner, sessionId);
     if (!session.remote) {
+      assertLocalFiles(engine);
       return {
         session,
         target: "local",
@@ -284,6 +286,21 @@ export class FileOps {
       throw err;
     }
   }
+}
+
+/**
+ * Under `security.run_as` the local file tools are off: they would act as the daemon's user,
+ * which is what run_as keeps sessions away from. The session's own commands act as its user.
+ */
+function assertLocalFiles(engine: Engine): void {
+  const runAs = engine.runAs;
+  if (runAs === undefined) return;
+  throw new TermadaError(
+    "NOT_SUPPORTED",
+    `Cannot use file tools on this machine: local programs run as "${runAs.user}" ` +
+      "(security.run_as) and the file tools would act as the daemon's user",
+    { hint: "Use commands in a session (cat, tee, printf > file), which run as that user" },
+  );
 }
 
 /** Where `path` leads once symlinks are resolved; undefined when it (or its directory) is missing. */

@@ -122,6 +122,11 @@ export interface InputAdmission {
   echoOff: boolean;
   /** Typed into a program on a server (no exec gate checks what it runs). */
   remote?: boolean;
+  /**
+   * The value of this vault entry is typed (its use was decided by the vault rules): the text
+   * is the operator's, not the agent's, so no command rule applies; the audit names the entry.
+   */
+  vault?: string;
 }
 
 const STOPPED_HINT = (until: number) =>
@@ -173,6 +178,10 @@ export class Gateway {
     if (this.stopped) {
       trail.inputRefused(req.job, shown, req.reader, "stop-all barrier");
       throw this.#stoppedError();
+    }
+    if (req.vault !== undefined) {
+      await trail.inputWritten(req.job, `[vault:${req.vault}]`, req.reader);
+      return;
     }
     if (req.echoOff) {
       // The terminal does not echo: a password for su/ssh/sudo, not a command. Only the fact

@@ -6,6 +6,7 @@
  * only to operator-authenticated routes.
  */
 import type { RemoteOps } from "./remote.ts";
+import type { VaultOps } from "./vault.ts";
 import {
   type Engine,
   type LeaseAction,
@@ -41,6 +42,8 @@ export interface OperatorOpsOptions {
   recorder: Recorder;
   /** Servers: stop-all also cancels fleet runs and closes forwards. */
   remote?: RemoteOps;
+  /** The vault: status, unlock/lock and entries (names only out, values only in). */
+  vault?: VaultOps;
 }
 
 export interface StopAllResult {
@@ -54,6 +57,12 @@ export class OperatorOps {
 
   constructor(o: OperatorOpsOptions) {
     this.#o = o;
+  }
+
+  /** The vault's operator use cases; NOT_SUPPORTED when this daemon has none. */
+  vault(): VaultOps {
+    if (this.#o.vault) return this.#o.vault;
+    throw new TermadaError("NOT_SUPPORTED", "This daemon has no vault");
   }
 
   // ── views ─────────────────────────────────────────────────────────────────

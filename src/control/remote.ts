@@ -305,6 +305,11 @@ export class RemoteOps {
     return this.#o.setup.pool;
   }
 
+  /** The inventory's server names (vault_list asks the policy about each). */
+  serverNames(): string[] {
+    return this.inventory.list().map(({ entry }) => entry.name);
+  }
+
   /** Servers an agent may name (never keys or credentials). */
   servers(_owner: string): ServerList {
     return {

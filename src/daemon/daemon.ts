@@ -23,11 +23,13 @@ import {
   type TermadaPaths,
 } from "../config/mod.ts";
 import { Control, SYSTEM } from "../control/mod.ts";
-import type { Feature } from "../sandbox/mod.ts";
+import { type Feature, runAsForDaemon } from "../sandbox/mod.ts";
+import { ensureSharedDir, runAsSessionsDir } from "../paths/mod.ts";
 import type { Boundary } from "../wire/mod.ts";
 import { type Reclaimer, startReclaimer } from "./reclaim.ts";
 import { MissionService } from "../mission/mod.ts";
-import { Redactor } from "../output/mod.ts";
+import { Redactor, SecretSet } from "../output/mod.ts";
+import { VaultFile } from "../vault/mod.ts";
 import {
   compileRegex,
   EventBus,
@@ -137,6 +139,10 @@ export class Daemon {
     if (!options.logLevelSet) setLogLevel(config.log.level);
     const paths = effectivePaths(basePaths, config);
     const bind = tcpBind(options.bind ?? config.server.bind);
+    // security.run_as: an unknown user, or a daemon that cannot become it, stops the start here.
+    const runAs = config.security.run_as
+      ? runAsForDaemon(config.security.run_as, { where: `Config "${loaded.path}"` })
+      : undefined;
     // Every directory the daemon writes exists (0700) before the first file is opened.
     ensureStateDirs(paths);
     if (options.logFile) setLogFile(options.logFile);
@@ -163,20 +169,44 @@ export class Daemon {
       }
       // The audit log opens before anything can run; a broken chain stops the start here.
       const auditDir = join(paths.stateDir, "audit");
+      // Vault values the daemon learns (at unlock, at set) are masked everywhere from then on:
+      // in sessions, jobs, screens, recordings, events and this audit log.
+      const secrets = new SecretSet();
       const redactor = new Redactor({
         extraPatterns: config.redaction.patterns.map((p) =>
           compileRegex(p, { label: "redaction.patterns" })
         ),
+        secrets,
       });
       const redact = (text: string) => decoder.decode(redactor.redact(encoder.encode(text)));
       const audit = AuditLog.open(auditDir, { redact });
       cleanups.push(() => audit.close());
       const bus = new EventBus(1000);
       const settings = engineOptionsFrom(config, paths);
+      // Under run_as, session scratch directories leave the state dir (that user cannot enter
+      // it) for a root-owned 0711 one, hidden from sessions like the state dir but for each
+      // session's own directory (docs/SECURITY.md, run_as).
+      const runAsDirs = runAs ? runAsSessionsDir(paths.stateDir) : undefined;
+      if (runAsDirs) {
+        ensureSharedDir(runAsDirs);
+        settings.sandbox.hide.push(runAsDirs);
+      }
+      // Scratch directories of sessions of a daemon that did not stop cleanly (sessions never
+      // outlive their daemon, and this one holds the lock): their staged commands may hold
+      // vault values.
+      for (const dir of [join(paths.runtimeDir, "sessions"), ...(runAsDirs ? [runAsDirs] : [])]) {
+        sweepStaleSessionDirs(dir);
+      }
       // Known once the engine detected the kernel's features (the policy asks per decision).
       const gate = { active: false };
       // Host keys recorded on first contact are audited (the recorder exists once control does).
       let hostKeyRecorded: (e: HostKeyEvent) => Promise<void> = () => Promise.resolve();
+      let serverCredential = (_server: string, _entry: string): {
+        kind: string;
+        value: Uint8Array;
+      } => {
+        throw new Error("the vault is not ready yet");
+      };
       const knownHosts = new KnownHosts({
         path: join(paths.stateDir, "known_hosts"),
         onRecorded: (e) => hostKeyRecorded(e),
@@ -187,7 +217,12 @@ export class Daemon {
       });
       const pool = new SshPool({
         knownHosts,
-        credentials: { home: options.env.HOME, agentSocket: options.env.SSH_AUTH_SOCK },
+        credentials: {
+          home: options.env.HOME,
+          agentSocket: options.env.SSH_AUTH_SOCK,
+          // Bound once control (which owns the vault) exists.
+          vault: (server, entry) => serverCredential(server, entry),
+        },
         connectTimeoutMs: config.remote.connect_timeout_ms,
         keepaliveMs: config.remote.keepalive_ms,
         onStatus: (name, ok, error) => inventory.noteStatus(name, ok, error),
@@ -195,6 +230,7 @@ export class Daemon {
       const control = new Control({
         engine: {
           ...settings,
+          ...(runAs ? { runAs, sessionsDir: runAsDirs } : {}),
           sandbox: {
             ...settings.sandbox,
             subreaper: true,
@@ -219,6 +255,7 @@ export class Daemon {
           knownHosts,
           reconnectAttempts: config.remote.reconnect_attempts,
         },
+        vault: { file: new VaultFile(join(paths.stateDir, "vault.age")), secrets },
         forbiddenPaths: {
           // What sessions have hidden, and the credentials the daemon logs in to servers with.
           all: [
@@ -229,6 +266,7 @@ export class Daemon {
           write: ownCode(),
         },
       });
+      serverCredential = (server, entry) => control.vault!.serverCredential(server, entry);
       hostKeyRecorded = async (e) => {
         await control.recorder.intent(SYSTEM, "host_key.recorded", { ...e });
       };
@@ -370,6 +408,13 @@ export class Daemon {
         missions,
         resources: { lock, abort, servers, mcpSocket, reclaimer },
       });
+      if (runAs) {
+        log.info("local sessions and jobs run as another user (security.run_as)", {
+          user: runAs.user,
+          uid: runAs.uid,
+          gid: runAs.gid,
+        });
+      }
       log.info("daemon ready", {
         pid: Deno.pid,
         socket: paths.socketPath,
@@ -392,7 +437,7 @@ export class Daemon {
       url,
       dashboardUrl: `${url}/?token=${this.dashboardToken}`,
       pid: Deno.pid,
-      boundary: boundaryLine(this.control.agents.boundary()),
+      boundary: boundaryLine(this.control.agents.boundary()) + runAsNote(this.config),
     };
   }
 
@@ -438,6 +483,8 @@ export class Daemon {
       await step("store", () => this.store.close());
       removeQuietly(this.paths.socketPath);
       removeDaemonInfo(this.paths.infoFile);
+      // The run_as sessions directory, once empty (every session removed its own).
+      if (this.config.security.run_as) removeQuietly(runAsSessionsDir(this.paths.stateDir));
       releaseLock(r.lock);
       this.#done.resolve();
       log.info("daemon stopped");
@@ -457,6 +504,24 @@ function tcpBind(value: string | null): TcpBind {
     );
   }
   return { ...b, explicit: true };
+}
+
+/** Removes every session scratch directory below `dir` (left by a daemon that died). */
+function sweepStaleSessionDirs(dir: string): void {
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync(dir)];
+  } catch {
+    return; // not there yet
+  }
+  for (const e of entries) {
+    if (!/^ses_[A-Za-z0-9]+$/.test(e.name) || e.isSymlink) continue;
+    try {
+      Deno.removeSync(join(dir, e.name), { recursive: true });
+    } catch (err) {
+      log.warn("could not remove a stale session directory", { dir: e.name, error: err });
+    }
+  }
 }
 
 function removeQuietly(path: string): void {
@@ -479,6 +544,13 @@ export function boundaryLine(b: Boundary): string {
   ];
   const missing = [b.exec_gate, b.hiding, b.landlock, b.cgroup].filter((f) => !f.active).length;
   return `${b.mode}: ${parts.join(" · ")}${missing ? " — see `capabilities` for why" : ""}`;
+}
+
+/** The banner's note on `security.run_as` (empty without it). */
+function runAsNote(config: Config): string {
+  const r = config.security.run_as;
+  if (!r) return "";
+  return ` · sessions run as "${r.user}"${r.group === undefined ? "" : `:"${r.group}"`}`;
 }
 
 /**

@@ -119,6 +119,8 @@ export function policyPort(
         ? rules.forwards
         : kind === "file.read"
         ? rules.files?.read
+        : kind === "vault"
+        ? (rules.vault ? { ...rules.vault, confirm: [] } : undefined)
         : rules.files?.write;
       m.set(kind, r ? new CompiledResourceRules(kind, r) : undefined);
     }
@@ -152,6 +154,12 @@ export function policyPort(
       const openPolicy = c.empty;
       // Servers: the commands run there are still decided by the command rules. Forwards and
       // files go around the command rules, so a policy with rules and none for them fails closed.
+      if (subject.kind === "vault") {
+        return decideResource(subject, resourceRules(agent, "vault"), {
+          action: "deny",
+          reason: `the policy has no "vault" rules (secrets fail closed)`,
+        });
+      }
       const fallback = subject.kind === "server" || openPolicy
         ? { action: "allow" as const, reason: "the policy has no rules for it" }
         : {

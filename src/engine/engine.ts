@@ -12,12 +12,13 @@ import {
   type ExecEvent,
   type ExecGateMode,
   type Feature,
+  type RunAsUser,
   Sandbox,
   type SandboxReport,
   SandboxUnavailable,
 } from "../sandbox/mod.ts";
 import type { ShellKind } from "../shell/mod.ts";
-import { type Matcher, Redactor } from "../output/mod.ts";
+import { type Matcher, Redactor, type SecretSet } from "../output/mod.ts";
 import { type Clock, compileRegex, newId, systemClock, TermadaError } from "../shared/mod.ts";
 import type { Boundary, SessionCreateInput } from "../wire/mod.ts";
 import type { Job } from "./job.ts";
@@ -56,6 +57,18 @@ export interface EngineObservers {
 export interface EngineOptions {
   /** Private runtime directory: per-session rc files and staged commands, recordings. */
   runtimeDir: string;
+  /**
+   * Where each local session's scratch directory is made (default `<runtimeDir>/sessions`).
+   * Under `runAs` it must be outside the state directory, which that user cannot enter: the
+   * daemon passes a directory of its own (root-owned, 0711) that sessions have hidden but for
+   * their own directory (docs/SECURITY.md, run_as).
+   */
+  sessionsDir?: string;
+  /**
+   * `security.run_as`: local session shells and one-shot jobs run as this user, with its HOME,
+   * USER, LOGNAME and SHELL, starting in its home. Remote sessions are not affected.
+   */
+  runAs?: RunAsUser;
   limits?: Partial<EngineLimits>;
   output?: Partial<EngineOutputOptions>;
   /** Base environment of every shell (default: this process's, minus TERMADA_* variables). */
@@ -72,6 +85,8 @@ export interface EngineOptions {
   userRc?: boolean;
   /** Extra redaction regexes (config `redaction.patterns`), applied with the built-in ones. */
   redactPatterns?: readonly string[];
+  /** Daemon-wide secrets (vault values) every redactor of this engine masks. */
+  secrets?: SecretSet;
   /** Grace between INT, TERM and KILL when a job is killed (default 2000 ms). */
   killGraceMs?: number;
   /** Time a new shell has to show its first prompt (default 10 s). */
@@ -126,7 +141,7 @@ export class Engine {
     this.clock = options.clock ?? systemClock;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.output = { ...DEFAULT_OUTPUT, ...options.output };
-    this.#env = baseEnv(options.env);
+    this.#env = baseEnv(options.env, options.runAs);
     this.#redactPatterns = (options.redactPatterns ?? []).map((p) =>
       compileRegex(p, { label: "redaction.patterns" })
     );
@@ -135,6 +150,7 @@ export class Engine {
       hide: options.sandbox?.hide ?? [],
       missing: options.sandbox?.missing,
       subreaper: options.sandbox?.subreaper,
+      ...(options.runAs ? { runAs: options.runAs } : {}),
       decide: (ev, ctx) => this.#execPolicy(ev, ctx),
       onRace: (ev, ctx, found) => this.#execRace(ev, ctx, found),
     });
@@ -146,6 +162,7 @@ export class Engine {
       clock: this.clock,
       output: { retentionBytes: this.output.retentionBytes, headBytes: this.output.headBytes },
       redactPatterns: this.#redactPatterns,
+      secrets: options.secrets,
       env: this.#env,
       defaultShell: options.defaultShell ?? "bash",
       defaultCwd: () => this.defaultCwd(),
@@ -188,6 +205,7 @@ export class Engine {
       landlock: { ...f(r.landlock), abi: r.landlock.abi },
       cgroup: f(r.cgroup),
       subreaper: r.subreaper,
+      run_as: r.run_as ? { user: r.run_as.user, uid: r.run_as.uid, gid: r.run_as.gid } : null,
     };
   }
 
@@ -211,7 +229,7 @@ export class Engine {
 
   /** A redactor with the built-in and the configured patterns (for output outside sessions). */
   newRedactor(): Redactor {
-    return new Redactor({ extraPatterns: this.#redactPatterns });
+    return new Redactor({ extraPatterns: this.#redactPatterns, secrets: this.#opts.secrets });
   }
 
   /** Sets who observes the engine (once, by the control layer that owns it). */
@@ -267,7 +285,9 @@ export class Engine {
         cols,
         rows,
         workspace: spec.workspace,
-        dir: launcher?.dir ?? join(o.runtimeDir, "sessions", id),
+        dir: launcher?.dir ?? join(o.sessionsDir ?? join(o.runtimeDir, "sessions"), id),
+        // Its rc file and staged commands are read by the shell: the run_as user's own.
+        ...(!launcher && o.runAs ? { dirOwner: { uid: o.runAs.uid, gid: o.runAs.gid } } : {}),
         remote: launcher?.hooks,
         recordingPath: o.record === false
           ? undefined
@@ -278,6 +298,7 @@ export class Engine {
         },
         ringBytes: this.output.ringBytes,
         redactPatterns: this.#redactPatterns,
+        secrets: o.secrets,
         userRc: o.userRc ?? false,
         clock: this.clock,
         startTimeoutMs: o.startTimeoutMs ?? 10_000,
@@ -329,8 +350,14 @@ export class Engine {
     return this.#closed;
   }
 
+  /** Where local sessions start without a cwd: the config's, else HOME (run_as: that user's). */
   defaultCwd(): string {
     return this.#opts.defaultCwd ?? this.#env.HOME ?? Deno.cwd();
+  }
+
+  /** `security.run_as`, when local programs run as another user (file tools are refused). */
+  get runAs(): RunAsUser | undefined {
+    return this.#opts.runAs;
   }
 
   assertOpen(): void {
@@ -340,10 +367,34 @@ export class Engine {
   }
 }
 
+/**
+ * What points into the daemon user's own per-user places: meaningless (and unreachable) for a
+ * run_as user, so it is not passed on.
+ */
+const DAEMON_USER_ENV = [
+  "XDG_RUNTIME_DIR",
+  "XDG_CONFIG_HOME",
+  "XDG_DATA_HOME",
+  "XDG_STATE_HOME",
+  "XDG_CACHE_HOME",
+  "DBUS_SESSION_BUS_ADDRESS",
+  "SSH_AUTH_SOCK",
+  "MAIL",
+  "OLDPWD",
+  "PWD",
+];
+
 /** Environment for shells: the given base (or ours), minus Termada's own secrets. */
-function baseEnv(given?: Record<string, string>): Record<string, string> {
+function baseEnv(given?: Record<string, string>, runAs?: RunAsUser): Record<string, string> {
   const env = { ...(given ?? Deno.env.toObject()) };
   for (const k of Object.keys(env)) if (k.startsWith("TERMADA_")) delete env[k];
+  if (runAs) {
+    for (const k of DAEMON_USER_ENV) delete env[k];
+    env.HOME = runAs.home;
+    env.USER = runAs.user;
+    env.LOGNAME = runAs.user;
+    env.SHELL = runAs.shell;
+  }
   env.TERM = "xterm-256color";
   env.PAGER = "cat";
   env.GIT_PAGER = "cat";

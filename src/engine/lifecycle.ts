@@ -5,7 +5,7 @@
  * failed) and gives the hold back. Also stopping (INT → TERM → KILL), signals and typed input.
  * Nothing here decides whether something may run: that is src/control, the only caller.
  */
-import { type Matcher, Redactor } from "../output/mod.ts";
+import { type Matcher, Redactor, type SecretSet } from "../output/mod.ts";
 import type { PtySpawnOptions, SignalName } from "../pty/mod.ts";
 import { argvToScript, scopeScript, type ShellKind } from "../shell/mod.ts";
 import { type Clock, newId, TermadaError, within } from "../shared/mod.ts";
@@ -21,6 +21,12 @@ export interface LaunchSpec {
   command: readonly string[];
   cwd?: string;
   env?: Record<string, string>;
+  /**
+   * Variables whose values are secrets (resolved vault references): never typed into a
+   * terminal. A session job gets them through its staged script (removed when it ends), a
+   * one-shot job through its environment; not supported beside a session on a server.
+   */
+  secretEnv?: Record<string, string>;
 }
 
 /** A job created and holding its resources, not yet running. One owner: the caller. */
@@ -40,6 +46,7 @@ export interface LifecycleOptions {
   clock: Clock;
   output: JobOutputOptions;
   redactPatterns: readonly Matcher[];
+  secrets?: SecretSet;
   env: Record<string, string>;
   defaultShell: ShellKind;
   defaultCwd: () => string;
@@ -82,13 +89,7 @@ export class JobLifecycle {
         },
       );
     }
-    // POSIX sh (dash) has no `$'…'`: its words are quoted the one way every sh reads alike.
-    const posix = session.shell === "sh";
-    const script = scopeScript(argvToScript(spec.command, { posix }), {
-      cwd: spec.cwd,
-      env: spec.env,
-      posix,
-    });
+    const script = scriptFor(spec, session.shell);
     const job = this.#newJob(owner, session.id, spec.command, "foreground", session.redactor);
     job.cwd = session.cwd;
     job.requestedCwd = spec.cwd;
@@ -157,13 +158,19 @@ export class JobLifecycle {
       }
       // Beside a session on a server, the job runs on that server (its own terminal there).
       const onServer = base?.remote === true;
+      if (onServer && Object.keys(res.spec.secretEnv ?? {}).length > 0) {
+        // It would start with `env K=V …` on the SSH exec line, which other users of that
+        // server can read in `ps`: no secret travels that way.
+        job.finish("failed", { reason: "vault values cannot go to a background job on a server" });
+        throw secretsToServerJob();
+      }
       const one = await OneShot.start(job, {
         argv: res.spec.command,
         shell: base?.shell ?? this.#o.defaultShell,
         cwd: res.cwd,
         env: onServer
           ? { ...base!.remoteEnv, ...res.spec.env }
-          : { ...this.#o.env, ...res.spec.env },
+          : { ...this.#o.env, ...res.spec.env, ...res.spec.secretEnv },
         cols: base?.cols ?? 120,
         rows: base?.rows ?? 40,
         spawn: onServer ? (req) => base!.spawnBeside(req) : (req) => this.#o.spawn(req, job),
@@ -178,7 +185,9 @@ export class JobLifecycle {
       throw sessionClosed(session.id, job.id);
     }
     try {
-      await session.run(job, res.script!);
+      const secret = Object.keys(res.spec.secretEnv ?? {}).length > 0;
+      // With secrets the script is made now: they were resolved after the reservation.
+      await session.run(job, secret ? scriptFor(res.spec, session.shell) : res.script!, { secret });
     } catch (err) {
       if (!job.final) {
         job.finish("failed", { reason: `could not start: ${(err as Error).message}` });
@@ -305,7 +314,8 @@ export class JobLifecycle {
       command: [...command],
       mode,
       clock: this.#o.clock,
-      redactor: redactor ?? new Redactor({ extraPatterns: this.#o.redactPatterns }),
+      redactor: redactor ??
+        new Redactor({ extraPatterns: this.#o.redactPatterns, secrets: this.#o.secrets }),
       output: this.#o.output,
     });
     const registry = this.#o.registry;
@@ -334,6 +344,26 @@ export interface InputTarget {
 
 function passwordMode(mode: { echo: boolean; canonical: boolean } | undefined): boolean {
   return mode !== undefined && !mode.echo && mode.canonical;
+}
+
+/** The line a session types for `spec`: cwd and env scoped to the command (a subshell). */
+function scriptFor(spec: LaunchSpec, shell: ShellKind): string {
+  // POSIX sh (dash) has no `$'…'`: its words are quoted the one way every sh reads alike.
+  const posix = shell === "sh";
+  return scopeScript(argvToScript(spec.command, { posix }), {
+    cwd: spec.cwd,
+    env: { ...spec.env, ...spec.secretEnv },
+    posix,
+  });
+}
+
+/** Vault values never go to a job beside a session on a server (its argv is visible there). */
+export function secretsToServerJob(): TermadaError {
+  return new TermadaError(
+    "NOT_SUPPORTED",
+    "Cannot pass vault values to a background job on a server",
+    { hint: 'Run it in the session (mode "foreground"): the value is staged, never typed' },
+  );
 }
 
 export function operatorHolds(sessionId: string): TermadaError {

@@ -37,6 +37,7 @@ export {
   type LaunchSpec,
   operatorHolds,
   type Reservation,
+  secretsToServerJob,
 } from "./lifecycle.ts";
 export {
   type CallOptions,

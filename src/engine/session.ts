@@ -14,6 +14,7 @@ import {
   Redactor,
   ScreenMirror,
   type ScreenSnapshot,
+  type SecretSet,
 } from "../output/mod.ts";
 import {
   type ExitStatus,
@@ -52,12 +53,19 @@ export interface SessionOptions {
   workspace?: string;
   /** Private directory for generated rc files and staged commands (created 0700). */
   dir: string;
+  /**
+   * `security.run_as`: the files written into the directory belong to this user (the shell,
+   * running as it, reads them); the directory stays the daemon's, 0711. Unset: all the daemon's.
+   */
+  dirOwner?: { uid: number; gid: number };
   /** asciicast file, or undefined to not record. */
   recordingPath?: string;
   recording?: { maxFileBytes: number; keepFiles: number };
   ringBytes: number;
   /** Extra redaction patterns from the configuration. */
   redactPatterns?: readonly Matcher[];
+  /** Daemon-wide secrets (vault values) masked besides this session's own. */
+  secrets?: SecretSet;
   userRc: boolean;
   clock: Clock;
   startTimeoutMs: number;
@@ -155,6 +163,8 @@ export class Session {
   #sent = false;
   #stagePath: string | undefined;
   #staged = false;
+  /** The staged script on the server holds secrets: overwritten when the job ends. */
+  #stagedSecret = false;
   #rawListeners = new Set<(bytes: Uint8Array, endOffset: number) => void>();
   #closedP = Promise.withResolvers<void>();
   #ready = Promise.withResolvers<void>();
@@ -172,7 +182,7 @@ export class Session {
     this.#opts = opts;
     this.target = opts.remote?.server ?? "local";
     if (opts.remote) this.link = { reconnects: 0 };
-    this.redactor = new Redactor({ extraPatterns: opts.redactPatterns });
+    this.redactor = new Redactor({ extraPatterns: opts.redactPatterns, secrets: opts.secrets });
     this.#rawRedact = this.redactor.stream();
     this.#parser = new MarkerParser(randomHex(16));
     this.ring = new RawRing(opts.ringBytes);
@@ -190,6 +200,8 @@ export class Session {
     if (!opts.remote) {
       Deno.mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
       for (const f of launch.files) Deno.writeTextFileSync(f.path, f.content, { mode: 0o600 });
+      if (opts.dirOwner) Deno.chmodSync(opts.dir, 0o711);
+      for (const f of launch.files) s.#ownPrivate(f.path);
     }
     if (opts.recordingPath) {
       try {
@@ -238,6 +250,18 @@ export class Session {
   }
 
   #launchFiles: readonly { path: string; content: string }[] = [];
+
+  /**
+   * Gives a file the daemon wrote in this session's directory to the run_as user (`dirOwner`),
+   * so the shell can read it; a no-op without run_as. Whoever writes a file there the shell must
+   * read (the staged command too) calls this after writing it. The directory itself stays the
+   * daemon's (0711: the user may open what it is given by name, and never create, rename or
+   * replace an entry — a symlink it planted where the daemon writes next would be followed).
+   */
+  #ownPrivate(path: string): void {
+    const o = this.#opts.dirOwner;
+    if (o && !this.#opts.remote) Deno.chownSync(path, o.uid, o.gid);
+  }
 
   /** Takes a started terminal: output to the parser, its exit to the session. */
   #attach(spawned: Spawned): void {
@@ -305,7 +329,8 @@ export class Session {
     this.#ready.resolve();
   }
 
-  async run(job: Job, script: string): Promise<void> {
+  /** `secret`: the script holds secret values: staged (never typed), wiped when the job ends. */
+  async run(job: Job, script: string, options: { secret?: boolean } = {}): Promise<void> {
     const reserved = this.state === "busy" && this.job === job && !this.#sent && !this.#zone;
     if (this.state !== "ready" && !reserved) {
       throw new Error(`session ${this.id} is ${this.state}`);
@@ -316,12 +341,15 @@ export class Session {
     this.#zone = false;
     if (!reserved) this.#ready = Promise.withResolvers();
     this.#stagePath ??= `${this.#opts.dir}/cmd.sh`;
-    const typed = typedCommand(this.shell, script, this.#stagePath);
+    const typed = typedCommand(this.shell, script, this.#stagePath, { stage: options.secret });
     if (typed.staged !== undefined) {
       if (this.#opts.remote) {
         await this.#opts.remote.writeFiles([{ path: this.#stagePath, content: typed.staged }]);
+        if (options.secret) this.#stagedSecret = true;
       } else {
         Deno.writeTextFileSync(this.#stagePath, typed.staged, { mode: 0o600 });
+        // Under run_as the session's user must read it (root wrote it).
+        this.#ownPrivate(this.#stagePath);
         this.#staged = true;
       }
     }
@@ -417,8 +445,18 @@ export class Session {
     return () => this.#rawListeners.delete(listener);
   }
 
-  screen(): Promise<ScreenSnapshot> {
-    return this.#screen.snapshot();
+  /**
+   * The screen as text. The rows are redacted again: a full-screen program may draw a secret
+   * with escape sequences between its bytes (the raw stream's redactor sees it split), but the
+   * rendered row holds it whole.
+   */
+  async screen(): Promise<ScreenSnapshot> {
+    const snap = await this.#screen.snapshot();
+    return {
+      ...snap,
+      lines: snap.lines.map((l) => this.redactor.redactPiece(l)),
+      title: this.redactor.redactPiece(snap.title),
+    };
   }
 
   /** Sends a signal to what runs in the foreground of the terminal. */
@@ -701,6 +739,16 @@ export class Session {
   #jobDone(): void {
     this.#input?.stop();
     this.job = undefined;
+    if (this.#stagedSecret && this.#opts.remote) {
+      this.#stagedSecret = false;
+      const path = this.#stagePath!;
+      this.#opts.remote.writeFiles([{ path, content: "" }]).catch((err) =>
+        log.warn("could not wipe a staged script holding secrets on the server", {
+          session: this.id,
+          error: err,
+        })
+      );
+    }
     if (this.#staged) {
       this.#staged = false;
       try {

@@ -18,6 +18,7 @@ import {
   ForwardView,
   PortForwardInput,
   ServerList,
+  VaultListResult,
 } from "../wire/mod.ts";
 import { tool, type ToolContext, type ToolDef } from "./tools.ts";
 
@@ -30,6 +31,20 @@ function remote(c: ToolContext): RemoteOps {
 }
 
 export const REMOTE_TOOLS: readonly ToolDef[] = [
+  tool({
+    name: "vault_list",
+    title: "List vault entries you may use",
+    description:
+      'Names and kinds of the vault entries your policy lets you use (never values). Use one by reference: exec_run/exec_start/session_create env {"DB_URL": {"vault": "db-url"}}, or exec_write {"vault": "sudo-password"} at a prompt. The daemon injects the value; it is masked in every output. VAULT_LOCKED until an operator unlocks the vault.',
+    input: Empty,
+    output: VaultListResult,
+    run: (c) => c.agents.vaultList(c.agent),
+    render: (r) =>
+      r.entries.length === 0
+        ? "no vault entries you may use"
+        : r.entries.map((e) => `${e.name} (${e.kind})`).join("\n"),
+    annotations: { readOnlyHint: true },
+  }),
   tool({
     name: "server_list",
     title: "List servers",

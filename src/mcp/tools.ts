@@ -125,7 +125,7 @@ export const TOOLS: readonly ToolDef[] = [
   jobTool(
     "exec_run",
     "Run a command",
-    "Run a command in a persistent terminal session and wait (bounded) for it. `command` is an argv array: several words are passed exactly; ONE word is a shell command line (pipes, &&, cd, export persist). Returns when the command ends, waits for input, or `timeout_ms` (default 30000) passes — then status is `running` and the job keeps going: continue with exec_poll/exec_wait using `next_cursor`. Long output comes as head + tail with `omitted_bytes`. `session_id` (or `session`) picks the session; without it your default session is used.",
+    'Run a command in a persistent terminal session and wait (bounded) for it. `command` is an argv array: several words are passed exactly; ONE word is a shell command line (pipes, &&, cd, export persist). Returns when the command ends, waits for input, or `timeout_ms` (default 30000) passes — then status is `running` and the job keeps going: continue with exec_poll/exec_wait using `next_cursor`. Long output comes as head + tail with `omitted_bytes`. `session_id` (or `session`) picks the session; without it your default session is used. `env` values may name a vault entry instead of a value ({"DB_URL": {"vault": "db-url"}}, see vault_list): the daemon injects it for this command only, masked in all output.',
     ExecRunInput,
     (c, a) => c.agents.run(c.agent, a, c.call),
   ),
@@ -163,7 +163,7 @@ export const TOOLS: readonly ToolDef[] = [
     name: "exec_write",
     title: "Answer a prompt",
     description:
-      "Type input into a job that is waiting for it (status awaiting_input). A newline (Enter) is appended unless `append_newline` is false. Set `secret: true` for passwords: the value is redacted from all output and never logged.",
+      "Type input into a job that is waiting for it (status awaiting_input). A newline (Enter) is appended unless `append_newline` is false. Set `secret: true` for passwords: the value is redacted from all output and never logged. Or give `vault` (an entry name from vault_list) instead of `input`: the daemon types the entry's value, which you never see.",
     input: ExecWriteInput,
     output: JobAck,
     run: (c, a) => c.agents.write(c.agent, a),
@@ -209,7 +209,7 @@ export const TOOLS: readonly ToolDef[] = [
     name: "session_create",
     title: "Create a session",
     description:
-      "Open a new persistent terminal session (bash by default; zsh, sh). Pass its `session_id` to exec_run to run commands there; without one, your default session is used.",
+      'Open a new persistent terminal session (bash by default; zsh, sh). Pass its `session_id` to exec_run to run commands there; without one, your default session is used. `env` values may name a vault entry ({"vault": "name"}) on local sessions.',
     input: SessionCreateInput,
     output: SessionInfo,
     run: (c, a) => c.agents.createSession(c.agent, a),
@@ -312,6 +312,8 @@ function capabilities(c: ToolContext): z.output<typeof Capabilities> {
       exec_gate: boundary.exec_gate.active,
       control_plane_hidden: boundary.hiding.active,
       kill_by_cgroup: boundary.cgroup.active,
+      vault: c.agents.vaultUnlocked,
+      run_as: boundary.run_as !== null,
     },
     agent: c.agent,
     boundary,

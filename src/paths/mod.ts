@@ -6,10 +6,12 @@
  */
 export {
   ensurePrivateDir,
+  ensureSharedDir,
   ensureStateDirs,
   MAX_SOCKET_PATH_BYTES,
   mcpSocketBeside,
   resolvePaths,
   type ResolvePathsOptions,
+  runAsSessionsDir,
   type TermadaPaths,
 } from "./paths.ts";

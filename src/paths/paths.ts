@@ -197,6 +197,46 @@ export function ensurePrivateDir(path: string): void {
   }
 }
 
+/**
+ * Where the scratch directories of `security.run_as` sessions go: outside the state directory
+ * (0700, the daemon's: that user must never enter it) and outside the daemon user's home
+ * (often 0700 too). `/run/termada-<hash of the state dir>` (only root can create entries in
+ * /run, so nobody can take the name first), else `/tmp/termada-<uid>-<hash>-sessions`, which
+ * `ensureSharedDir` refuses when someone else made it.
+ */
+export function runAsSessionsDir(stateDir: string, runDir = "/run"): string {
+  const hash = shortHash(stateDir);
+  const run = lstatOrNull(runDir);
+  if (run?.isDirectory && run.uid === 0 && ((run.mode ?? 0) & 0o022) === 0) {
+    return join(runDir, `termada-${hash}`);
+  }
+  return join("/tmp", `termada-${Deno.uid() ?? 0}-${hash}-sessions`);
+}
+
+/**
+ * Makes `path` a directory of this user with mode 0711: anyone may pass through to an entry
+ * whose name they know, nobody but its owner may list or change it. Refused like
+ * `ensurePrivateDir`: not a directory, a symlink, or owned by someone else.
+ */
+export function ensureSharedDir(path: string): void {
+  let info = lstatOrNull(path);
+  if (info === null) {
+    try {
+      Deno.mkdirSync(path, { mode: 0o711 });
+    } catch (err) {
+      if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+    }
+    info = Deno.lstatSync(path);
+  }
+  if (info.isSymlink) throw refuse(path, "it is a symlink");
+  if (!info.isDirectory) throw refuse(path, "it is not a directory");
+  const uid = Deno.uid();
+  if (uid !== null && info.uid !== uid) {
+    throw refuse(path, `it is owned by another user (uid ${info.uid}, not ${uid})`);
+  }
+  if (mode(info) !== 0o711) Deno.chmodSync(path, 0o711);
+}
+
 function lstatOrNull(path: string): Deno.FileInfo | null {
   try {
     return Deno.lstatSync(path);

@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { TermadaError } from "../shared/mod.ts";
-import { ensurePrivateDir, ensureStateDirs, MAX_SOCKET_PATH_BYTES, resolvePaths } from "./paths.ts";
+import {
+  ensurePrivateDir,
+  ensureSharedDir,
+  ensureStateDirs,
+  MAX_SOCKET_PATH_BYTES,
+  resolvePaths,
+  runAsSessionsDir,
+} from "./paths.ts";
 
 const HOME_ONLY = { HOME: "/home/ada" };
 
@@ -199,4 +206,37 @@ Deno.test({
       Deno.removeSync(tmp, { recursive: true });
     }
   },
+});
+
+Deno.test("runAsSessionsDir: one directory per state dir, in /run when only root writes there", async () => {
+  const a = runAsSessionsDir("/srv/a");
+  assert.match(a, /^\/run\/termada-[0-9a-f]{12}$|^\/tmp\/termada-\d+-[0-9a-f]{12}-sessions$/);
+  assert.equal(runAsSessionsDir("/srv/a"), a);
+  assert.notEqual(runAsSessionsDir("/srv/b"), a);
+  // A /run anyone may write to is not used: someone could take the name first.
+  const open = await Deno.makeTempDir({ prefix: "termada-run-" });
+  try {
+    Deno.chmodSync(open, 0o777);
+    assert.match(runAsSessionsDir("/srv/a", open), /^\/tmp\/termada-\d+-[0-9a-f]{12}-sessions$/);
+  } finally {
+    await Deno.remove(open, { recursive: true });
+  }
+});
+
+Deno.test("ensureSharedDir makes a 0711 directory of its own and refuses a symlink", async () => {
+  const tmp = await Deno.makeTempDir({ prefix: "termada-shared-" });
+  try {
+    const dir = join(tmp, "sessions");
+    ensureSharedDir(dir);
+    assert.equal((Deno.statSync(dir).mode ?? 0) & 0o7777, 0o711);
+    Deno.chmodSync(dir, 0o755);
+    ensureSharedDir(dir);
+    assert.equal((Deno.statSync(dir).mode ?? 0) & 0o7777, 0o711, "loosened modes are fixed");
+    Deno.symlinkSync(dir, join(tmp, "link"));
+    assert.throws(() => ensureSharedDir(join(tmp, "link")), TermadaError);
+    Deno.writeTextFileSync(join(tmp, "file"), "");
+    assert.throws(() => ensureSharedDir(join(tmp, "file")), TermadaError);
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
 });

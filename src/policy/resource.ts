@@ -12,6 +12,8 @@
  * - forwards: `<server>:<remote host>:<remote port>`, e.g. `staging:127.0.0.1:*`.
  * - files: an absolute path (`/etc/**`) for every target, or `<target>:<path>` for one
  *   (`prod:/var/www/**`, `local:/tmp/*`).
+ * - vault: an entry name (`db-*`) for every target, or `<target>:<entry>` for one
+ *   (`local:npm-token`, `prod:deploy-*`); `vault` rules have no `confirm` list.
  *
  * Matching simulates the pattern as a set of states (linear in the subject, no backtracking).
  */
@@ -22,13 +24,15 @@ export interface ResourceRules {
   readonly confirm: readonly string[];
 }
 
-export type ResourceKind = "server" | "forward" | "file.read" | "file.write";
+export type ResourceKind = "server" | "forward" | "file.read" | "file.write" | "vault";
 
 /** What is decided: a server (name and tags), a forward spec, or a file on a target. */
 export type ResourceSubject =
   | { kind: "server"; name: string; tags: readonly string[] }
   | { kind: "forward"; server: string; host: string; port: number }
-  | { kind: "file.read" | "file.write"; target: string; path: string };
+  | { kind: "file.read" | "file.write"; target: string; path: string }
+  /** A vault entry used by an agent on a target (`local` or a server's name). */
+  | { kind: "vault"; target: string; entry: string };
 
 export interface ResourceDecision {
   action: "allow" | "deny" | "confirm";
@@ -120,6 +124,16 @@ function compilePattern(kind: ResourceKind, source: string): CompiledPattern {
     }
     return { source, scope: tokens(text.slice(0, colon)), body: tokens(text.slice(colon + 1)) };
   }
+  if (kind === "vault") {
+    // `<target>:<entry>` or `<entry>` (entry names never hold ":").
+    const colon = text.indexOf(":");
+    if (colon === 0 || colon === text.length - 1) {
+      throw new RangeError(`Vault pattern "${source}" must be "<entry>" or "<target>:<entry>"`);
+    }
+    return colon > 0
+      ? { source, scope: tokens(text.slice(0, colon)), body: tokens(text.slice(colon + 1)) }
+      : { source, body: tokens(text) };
+  }
   return { source, body: tokens(text) };
 }
 
@@ -150,6 +164,9 @@ function matches(p: CompiledPattern, s: ResourceSubject): boolean {
     case "file.write":
       return (p.scope === undefined || matchTokens(p.scope, s.target)) &&
         matchTokens(p.body, s.path);
+    case "vault":
+      return (p.scope === undefined || matchTokens(p.scope, s.target)) &&
+        matchTokens(p.body, s.entry);
   }
 }
 
@@ -164,6 +181,8 @@ export function describeSubject(s: ResourceSubject): string {
       return `reading "${s.path}" on ${s.target}`;
     case "file.write":
       return `writing "${s.path}" on ${s.target}`;
+    case "vault":
+      return `vault entry "${s.entry}" on ${s.target}`;
   }
 }
 

@@ -1,6 +1,7 @@
 /**
- * Credentials for a server, in order: the vault entry the server names (`auth`, once the vault
- * exists), else the daemon user's ssh-agent (`SSH_AUTH_SOCK`), then the unencrypted default
+ * Credentials for a server, in order: the vault entry the server names (`auth`: an `ssh_key`
+ * entry logs in with that private key, a `password` entry with that password; the vault must
+ * be unlocked), else the daemon user's ssh-agent (`SSH_AUTH_SOCK`), then the unencrypted default
  * keys `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa`. Encrypted keys are skipped (the daemon has no
  * one to ask for a passphrase). `~/.ssh/config` is not read. Key bytes stay in the daemon.
  */
@@ -18,8 +19,8 @@ export interface CredentialSource {
   home?: string;
   /** ssh-agent socket (`SSH_AUTH_SOCK`). */
   agentSocket?: string;
-  /** The vault, once it exists: the private key of an entry. */
-  vaultKey?(entry: string): Promise<string>;
+  /** The vault: an entry's kind and value (VAULT_LOCKED / NOT_FOUND are thrown as they are). */
+  vault?(server: string, entry: string): { kind: string; value: Uint8Array };
 }
 
 /** What `credentials` found, for messages (never key material). */
@@ -31,7 +32,7 @@ export interface Credentials {
 export async function credentials(b: ServerBinding, src: CredentialSource): Promise<Credentials> {
   const username = b.user;
   if (b.auth !== undefined) {
-    if (!src.vaultKey) {
+    if (!src.vault) {
       throw new TermadaError(
         "NOT_SUPPORTED",
         `Server "${b.name}" names vault entry "${b.auth}", and this daemon has no vault`,
@@ -41,8 +42,32 @@ export async function credentials(b: ServerBinding, src: CredentialSource): Prom
         },
       );
     }
-    const key = await src.vaultKey(b.auth);
-    return { methods: [{ type: "publickey", username, key }], tried: [`vault:${b.auth}`] };
+    const { kind, value } = src.vault(b.name, b.auth);
+    const tried = [`vault:${b.auth}`];
+    if (kind === "password") {
+      const password = new TextDecoder().decode(value).replace(/\r?\n$/, "");
+      return { methods: [{ type: "password", username, password }], tried };
+    }
+    if (kind !== "ssh_key") {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Server "${b.name}" names vault entry "${b.auth}" of kind "${kind}": only ssh_key and password entries log in`,
+        {
+          details: { server: b.name, key: b.auth },
+          hint: `termada vault set ${b.auth} --kind ssh_key < key_file`,
+        },
+      );
+    }
+    const text = new TextDecoder().decode(value);
+    const parsed = sshUtils.parseKey(text);
+    if (parsed instanceof Error) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Vault entry "${b.auth}" of server "${b.name}" is not an unencrypted private key`,
+        { details: { server: b.name, key: b.auth }, hint: "Store the key without a passphrase" },
+      );
+    }
+    return { methods: [{ type: "publickey", username, key: text }], tried };
   }
   const methods: AuthMethod[] = [];
   const tried: string[] = [];

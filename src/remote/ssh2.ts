@@ -33,7 +33,12 @@ export interface AgentAuthMethod {
   username: string;
   agent: string;
 }
-export type AuthMethod = PublicKeyAuthMethod | AgentAuthMethod;
+export interface PasswordAuthMethod {
+  type: "password";
+  username: string;
+  password: string;
+}
+export type AuthMethod = PublicKeyAuthMethod | AgentAuthMethod | PasswordAuthMethod;
 
 export interface ConnectConfig {
   host?: string;

@@ -219,6 +219,22 @@ function launchError(f: LaunchFailed | undefined, program: string): TermadaError
       hint: "Check the program name (it is looked up in PATH) and the working directory",
     });
   }
+  if (f.step === "cwd") {
+    return new TermadaError("INVALID_ARGUMENT", `Cannot start "${program}": ${f.error}`, {
+      hint: "Choose a working directory outside Termada's state, config and socket directories",
+    });
+  }
+  if (f.step === "user") {
+    // Never run as the daemon's user instead: the launcher exited.
+    return new TermadaError(
+      "INTERNAL",
+      `Cannot start "${program}" as the security.run_as user: ${f.error}`,
+      {
+        hint: "The daemon must be root, or hold CAP_SETUID, CAP_SETGID and CAP_CHOWN as ambient " +
+          "capabilities its launcher inherits (docs/SECURITY.md, run_as)",
+      },
+    );
+  }
   return new TermadaError(
     "INTERNAL",
     `The session boundary could not be set up (${f.step}): ${f.error}`,

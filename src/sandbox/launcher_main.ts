@@ -5,15 +5,29 @@
  *
  *   1. read the spec (one JSON line on fd 3),
  *   2. join the session's cgroup,
- *   3. `no_new_privs`, then Landlock (hide the control plane's files),
- *   4. the exec filter (seccomp user notification), whose listener fd it reports,
- *   5. wait for "go" (the daemon has taken the listener with `pidfd_getfd`), close it,
- *   6. reset signal dispositions and mask, `execvpe` the program. fd 3 is close-on-exec: the
+ *   3. hide the control plane's files in a private mount namespace (root),
+ *   4. `no_new_privs`, then Landlock (scoping; it hides the files itself where 3 was not possible),
+ *   5. `security.run_as`: become that user (drop.ts), when configured,
+ *   6. the exec filter (seccomp user notification), whose listener fd it reports,
+ *   7. wait for "go" (the daemon has taken the listener with `pidfd_getfd`), close it,
+ *   8. reset signal dispositions and mask, `execvpe` the program. fd 3 is close-on-exec: the
  *      daemon sees EOF on success, or a failure line.
  *
  * It imports only the sandbox's own mechanics, so it starts in tens of milliseconds.
  */
-import { cstr, cstrArray, errno, LINUX, S_IFMT, S_IFREG, statPath, sys } from "../../ffi/mod.ts";
+import {
+  cstr,
+  cstrArray,
+  decodeCString,
+  errno,
+  LINUX,
+  S_IFMT,
+  S_IFREG,
+  statPath,
+  sys,
+  SysError,
+} from "../../ffi/mod.ts";
+import { dropPrivileges } from "./drop.ts";
 import { applyLandlock } from "./landlock.ts";
 import { canMount, hideWithMounts } from "./mounts.ts";
 import { installExecFilter } from "./seccomp.ts";
@@ -100,6 +114,22 @@ function writeFile(path: string, text: string): void {
   }
 }
 
+/**
+ * Enters the working directory again by its path, now that the hidden paths are covered: the
+ * cwd posix_spawn set is the directory itself, which stays reachable below a cover. A cwd that
+ * is hidden (the path leads nowhere now) ends the launch.
+ */
+function reenterCwd(): void {
+  const buf = new Uint8Array(4096);
+  if (sys().getcwd(buf, BigInt(buf.length)) === null) {
+    fail("cwd", "cannot read the working directory", errno());
+  }
+  const cwd = decodeCString(buf);
+  if (sys().chdir(cstr(cwd)) !== 0) {
+    fail("cwd", `the working directory "${cwd}" is hidden from sessions`, errno());
+  }
+}
+
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -144,6 +174,26 @@ export function runLauncher(): never {
   if (libc.geteuid() === 0 && (spec.seccomp || spec.landlock)) {
     for (const cap of ROOT_CAPS_DROPPED) libc.prctl(LINUX.PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n);
   }
+
+  // Where the launcher may mount, a private mount namespace covers the hidden paths and
+  // Landlock only scopes (signals, sockets, ptrace, no mount changes); elsewhere Landlock's own
+  // rules hide them (and freeze the directories around them: docs/SECURITY.md). The namespace
+  // needs root, so it comes before run_as drops it.
+  let hide = spec.landlock?.hide ?? [];
+  let allow = spec.landlock?.allow ?? [];
+  let how: "mounts" | "landlock" = "landlock";
+  if (spec.landlock && spec.mounts && canMount()) {
+    try {
+      hideWithMounts(hide, allow);
+      hide = [];
+      allow = [];
+      how = "mounts";
+    } catch (err) {
+      ready.mounts = { error: message(err) };
+    }
+    if (how === "mounts") reenterCwd();
+  }
+
   if (
     libc.prctl(LINUX.PR_SET_NO_NEW_PRIVS, 1n, 0n, 0n, 0n) !== 0 && (spec.seccomp || spec.landlock)
   ) {
@@ -152,27 +202,25 @@ export function runLauncher(): never {
 
   if (spec.landlock) {
     try {
-      // Where the launcher may mount, a private mount namespace covers the hidden paths and
-      // Landlock only scopes (signals, sockets, ptrace, no mount changes); elsewhere Landlock's
-      // own rules hide them (and freeze the directories around them: docs/SECURITY.md).
-      let hide = spec.landlock.hide;
-      let allow = spec.landlock.allow;
-      let how: "mounts" | "landlock" = "landlock";
-      if (spec.mounts && canMount()) {
-        try {
-          hideWithMounts(hide, allow);
-          hide = [];
-          allow = [];
-          how = "mounts";
-        } catch (err) {
-          ready.mounts = { error: message(err) };
-        }
-      }
       const r = applyLandlock({ hide, allow });
       ready.landlock = { abi: r.abi, scopes: r.scopes, hiding: how };
     } catch (err) {
       if (required.has("landlock")) fail("landlock", message(err));
       ready.landlock = { error: message(err) };
+    }
+  }
+
+  // security.run_as: from here on this process is that user; there is no way on as the
+  // daemon's user (the drop verifies itself, and a failure ends the launch). After Landlock:
+  // building its rules opens the hidden paths and lists the directories around them, which a
+  // daemon that is not root can do only with its own capabilities (Landlock does not mediate
+  // credentials, so the drop works inside the domain). Before the exec filter, whose listener
+  // the daemon then takes from a process that already is that user.
+  if (spec.user) {
+    try {
+      dropPrivileges(spec.user);
+    } catch (err) {
+      fail("user", message(err), err instanceof SysError ? err.errno : undefined);
     }
   }
 

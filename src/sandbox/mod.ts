@@ -1,7 +1,8 @@
 /**
  * The kernel boundary around sessions (docs/SECURITY.md): the launcher (`termada __launch`)
  * that sets it up in the child before `execve`, the exec gate (seccomp user notification,
- * answered on the shared Poller), Landlock, per-session cgroups and the subreaper.
+ * answered on the shared Poller), Landlock, per-session cgroups, the subreaper, and
+ * `security.run_as` (who the user is, whether the daemon may become it, the drop itself).
  */
 export {
   type ExecGateMode,
@@ -23,5 +24,6 @@ export {
 } from "./gate.ts";
 export { type FileIdentity, fileIdentity } from "./identity.ts";
 export { runLauncher } from "./launcher_main.ts";
+export { runAsForDaemon, type RunAsSpec, type RunAsUser } from "./run_as.ts";
 export { nowTicks, ProcessScope } from "./scope.ts";
 export { type EscalateResult, type Survivor } from "./reaper.ts";

@@ -42,7 +42,8 @@ function mkdirs(path: string): void {
   let cur = "";
   for (const part of path.split("/").filter(Boolean)) {
     cur += `/${part}`;
-    if (sys().mkdir(cstr(cur), 0o700) !== 0 && errno() !== 17 /* EEXIST */) {
+    // 0711: a run_as user must pass through to its own bound-back directory (listing needs r).
+    if (sys().mkdir(cstr(cur), 0o711) !== 0 && errno() !== 17 /* EEXIST */) {
       throw new SysError(`mkdir ${cur}`, errno());
     }
   }
@@ -53,7 +54,11 @@ export function canMount(): boolean {
   return sys().geteuid() === 0;
 }
 
-/** Covers `hide` (keeping `allow` reachable) in a new private mount namespace; throws SysError. */
+/**
+ * Covers `hide` (keeping `allow` reachable) in a new private mount namespace; throws SysError.
+ * The caller re-enters its working directory afterwards (a cwd inside a hidden directory would
+ * still be the directory below the cover).
+ */
 export function hideWithMounts(hide: readonly string[], allow: readonly string[]): string[] {
   const libc = sys();
   if (libc.unshare(LINUX.CLONE_NEWNS) !== 0) throw new SysError("unshare(CLONE_NEWNS)", errno());
@@ -79,19 +84,23 @@ export function hideWithMounts(hide: readonly string[], allow: readonly string[]
         hidden.push(h);
         continue;
       }
+      // A cover that holds a path bound back is traversable (x for everyone, never r): under
+      // `security.run_as` the session's user must walk through it to its own scratch directory,
+      // and finds nothing else there. A cover without one stays closed to all but root.
+      const inner = keep.filter((k2) => k2.path.startsWith(h + "/"));
+      const open = inner.length > 0;
       mount(
         "termada-hidden",
         h,
         "tmpfs",
         LINUX.MS_NOSUID | LINUX.MS_NODEV | LINUX.MS_NOEXEC,
-        "size=64k,mode=0700",
+        `size=64k,mode=${open ? "0711" : "0700"}`,
       );
-      for (const k2 of keep) {
-        if (!k2.path.startsWith(h + "/")) continue;
+      for (const k2 of inner) {
         mkdirs(k2.path);
         mount(`/proc/self/fd/${k2.fd}`, k2.path, null, LINUX.MS_BIND);
       }
-      mount(null, h, "tmpfs", LINUX.MS_REMOUNT | ro, "size=64k,mode=0500");
+      mount(null, h, "tmpfs", LINUX.MS_REMOUNT | ro, `size=64k,mode=${open ? "0511" : "0500"}`);
       hidden.push(h);
     }
     return hidden;

@@ -6,6 +6,9 @@
  * scoping (no signals, ptrace or abstract sockets outside the session), and its own cgroup
  * (kill means gone). What it starts comes back with its ProcessScope.
  *
+ * With `security.run_as` every program becomes that user before it runs: in the launcher, or
+ * behind `setpriv` when no launcher is needed (never as the daemon's user instead).
+ *
  * Modes (`security.exec_gate`): `required` refuses to start what cannot get the exec filter;
  * `auto` (default) uses what exists and reports what is missing; `off` starts programs directly,
  * as before. A missing feature can be injected (tests, diagnostics): it behaves exactly as absent.
@@ -18,14 +21,15 @@ import {
   type PtySpawnOptions,
   readProcFile,
 } from "../pty/mod.ts";
-import { logger } from "../shared/mod.ts";
-import { cstr, LINUX, sys, syscalls } from "../../ffi/mod.ts";
+import { logger, TermadaError } from "../shared/mod.ts";
+import { cstr, LINUX, S_IFMT, S_IFREG, statPath, sys, syscalls } from "../../ffi/mod.ts";
 import { type Cgroup, CgroupTree, detectCgroup } from "./cgroup.ts";
 import { type ExecDecider, type ExecEvent, ExecGate, type GateStats } from "./gate.ts";
 import { landlockAbi } from "./landlock.ts";
 import { controlPair, handshake, LaunchChannel, launcherArgv, launcherEnv } from "./launch.ts";
 import { becomeSubreaper } from "./reaper.ts";
 import { ProcessScope } from "./scope.ts";
+import { type RunAsUser, SETPRIV, setprivArgv } from "./run_as.ts";
 import { notifySupported } from "./seccomp.ts";
 import type { LaunchReady, LaunchSpec } from "./spec.ts";
 
@@ -48,6 +52,8 @@ export interface SandboxReport {
   landlock: FeatureState & { abi: number };
   cgroup: FeatureState & { root?: string };
   subreaper: boolean;
+  /** `security.run_as`: the user local session shells and one-shot jobs run as, or null. */
+  run_as: { user: string; uid: number; gid: number } | null;
 }
 
 export interface SandboxOptions<C> {
@@ -59,6 +65,11 @@ export interface SandboxOptions<C> {
   onRace?: (ev: ExecEvent, ctx: C, found: string) => void;
   /** Where to make this daemon's cgroup (default: below its own cgroup). */
   cgroupBase?: string;
+  /**
+   * `security.run_as`: every program starts as this user (through the launcher, or `setpriv`
+   * when nothing else applies). The daemon checked it may (run_as.ts) before building this.
+   */
+  runAs?: RunAsUser;
   /** Features to treat as absent (injection for tests and diagnostics). */
   missing?: readonly Feature[];
   /**
@@ -225,6 +236,9 @@ export class Sandbox<C> {
       landlock: { ...this.#landlock },
       cgroup: { ...this.#cgroup },
       subreaper: this.subreaper,
+      run_as: this.#o.runAs
+        ? { user: this.#o.runAs.user, uid: this.#o.runAs.uid, gid: this.#o.runAs.gid }
+        : null,
     };
   }
 
@@ -248,8 +262,13 @@ export class Sandbox<C> {
     const useSeccomp = this.#seccomp.active;
     const useLandlock = this.#landlock.active;
     const cgroup = req.cgroupName ? this.#createCgroup(req.cgroupName) : undefined;
+    const runAs = this.#o.runAs;
     if (!useSeccomp && !useLandlock && !cgroup && !this.#hiding.active) {
-      const pty = PtyClass.spawn(req);
+      // No launcher: with run_as, setpriv drops to the user (never the daemon's user instead).
+      const pty = PtyClass.spawn(
+        runAs ? { ...req, argv: setprivArgv(runAs, requireSetpriv(req.argv)) } : req,
+      );
+      if (runAs) handTerminal(pty, runAs);
       return { pty, scope: new ProcessScope(pty.pid), detach() {}, report: undefined };
     }
     const spec: LaunchSpec = {
@@ -263,6 +282,7 @@ export class Sandbox<C> {
         : null,
       mounts: this.#hiding.how === "mounts",
       required: this.mode === "required" ? ["seccomp"] : [],
+      user: runAs ? { uid: runAs.uid, gid: runAs.gid, tty_gid: runAs.ttyGid } : null,
     };
     const pair = controlPair();
     let pty: Pty;
@@ -336,6 +356,39 @@ export class Sandbox<C> {
 
 export class SandboxUnavailable extends Error {
   override name = "SandboxUnavailable";
+}
+
+/** `argv` as given, once `setpriv` is known to exist; else the session or job is refused. */
+function requireSetpriv(argv: readonly string[]): readonly string[] {
+  const st = statPath(SETPRIV);
+  if (!st || (st.mode & S_IFMT) !== S_IFREG || (st.mode & 0o111) === 0) {
+    throw new TermadaError(
+      "NOT_SUPPORTED",
+      `Cannot start "${argv[0]}" as the security.run_as user: ${SETPRIV} is missing`,
+      {
+        hint: "Install util-linux (it provides setpriv), or enable the session boundary " +
+          "(security.exec_gate: auto), whose launcher drops to the user itself",
+      },
+    );
+  }
+  return argv;
+}
+
+/**
+ * The terminal of a program setpriv started becomes the user's (0620, as login does), so its
+ * programs can reopen it by name. Done right after the spawn: until then it is the daemon's,
+ * which only takes rights away.
+ */
+function handTerminal(pty: Pty, user: RunAsUser): void {
+  try {
+    Deno.chownSync(pty.ttyPath, user.uid, user.ttyGid);
+    Deno.chmodSync(pty.ttyPath, 0o620);
+  } catch (err) {
+    log.warn("the terminal could not be given to the run_as user", {
+      tty: pty.ttyPath,
+      error: err,
+    });
+  }
 }
 
 function safeAbi(): number {

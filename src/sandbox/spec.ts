@@ -22,6 +22,12 @@ export interface LaunchSpec {
   mounts: boolean;
   /** Features that must work: when one fails the launcher exits instead of degrading. */
   required: ("seccomp" | "landlock" | "cgroup")[];
+  /**
+   * `security.run_as`: become this user after the cgroup, the mount namespace and Landlock
+   * (which need the daemon's privilege) and before the exec filter. Never optional once given:
+   * a drop that fails ends the launch. `tty_gid` is the group the terminal is given (0620).
+   */
+  user?: { uid: number; gid: number; tty_gid: number } | null;
 }
 
 /** The launcher's report, sent before it waits for "go". */
@@ -47,7 +53,7 @@ export interface LaunchReady {
 /** Sent instead when setup or exec failed: the launcher exits right after. */
 export interface LaunchFailed {
   ready: false;
-  step: "spec" | "cgroup" | "landlock" | "seccomp" | "exec";
+  step: "spec" | "cgroup" | "cwd" | "user" | "landlock" | "seccomp" | "exec";
   error: string;
   errno?: number;
 }

@@ -107,14 +107,23 @@ export interface TypedCommand {
  * through `eval $'…'` in bash/zsh; huge ones, and any with control characters in POSIX sh,
  * are staged in `stagePath` and sourced, so cd/export still persist.
  */
-export function typedCommand(kind: ShellKind, script: string, stagePath: string): TypedCommand {
+export function typedCommand(
+  kind: ShellKind,
+  script: string,
+  stagePath: string,
+  options: { stage?: boolean } = {},
+): TypedCommand {
   let line: string | undefined;
   if (kind === "sh") {
     if (!hasControlChars(script)) line = `__tm_c;eval ${quoteWord(script)}`;
   } else {
     line = hasControlChars(script) ? `eval ${quoteWord(script)}` : script;
   }
-  if (line !== undefined && line.length <= STAGE_THRESHOLD) return { line: line + "\r" };
+  // `stage`: the script holds values (vault secrets) that must not be typed, where the
+  // terminal would echo them and the shell's line editor would hold them.
+  if (line !== undefined && line.length <= STAGE_THRESHOLD && options.stage !== true) {
+    return { line: line + "\r" };
+  }
   // Read whole, then run: a sourced file is read as it runs (dash reads it line by line), so a
   // command could append to its own staged file and have the appended text run unchecked.
   // bash and zsh read it with a builtin ($(<file)); POSIX sh has none, so `cat` reads it.

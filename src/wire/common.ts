@@ -43,12 +43,44 @@ export const Cursor = z.string().min(1).max(64);
 export const Text = (max: number): z.ZodString =>
   z.string().min(1).max(max).refine(noNul, NUL_MESSAGE) as unknown as z.ZodString;
 
+/** The name of a vault entry (src/vault). */
+export const VaultName = z.string().regex(
+  /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/,
+  "is not a vault entry name (1-64 letters, digits, '.', '_', '-')",
+);
+/** `{vault: "<entry>"}`: a value the daemon injects from the vault; the caller never sees it. */
+export const VaultRef = z.strictObject({ vault: VaultName });
+export type VaultRef = z.output<typeof VaultRef>;
+
 export const EnvMap = z.record(
   z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "is not a valid variable name").max(256),
-  z.string().max(LIMITS.envValueBytes).refine(noNul, NUL_MESSAGE),
+  z.union([z.string().max(LIMITS.envValueBytes).refine(noNul, NUL_MESSAGE), VaultRef]),
 ).refine((m) => Object.keys(m).length <= LIMITS.envEntries, {
   message: `at most ${LIMITS.envEntries} variables`,
 });
+export type EnvMap = z.output<typeof EnvMap>;
+
+/**
+ * An environment map split in two: plain values, and the variables that name a vault entry.
+ * `shown` is what policy and audit see: plain values, and `[vault:<entry>]` for references.
+ */
+export function splitEnv(env: EnvMap | undefined): {
+  plain: Record<string, string>;
+  refs: { variable: string; entry: string }[];
+  shown: Record<string, string>;
+} {
+  const plain: Record<string, string> = {};
+  const shown: Record<string, string> = {};
+  const refs: { variable: string; entry: string }[] = [];
+  for (const [k, v] of Object.entries(env ?? {})) {
+    if (typeof v === "string") plain[k] = shown[k] = v;
+    else {
+      refs.push({ variable: k, entry: v.vault });
+      shown[k] = `[vault:${v.vault}]`;
+    }
+  }
+  return { plain, refs, shown };
+}
 
 export const Command = z.array(z.string().max(LIMITS.wordBytes).refine(noNul, NUL_MESSAGE))
   .min(1, "must have at least one word")

@@ -14,6 +14,7 @@ import {
   NUL_MESSAGE,
   Path,
   utf8Length,
+  VaultName,
 } from "./common.ts";
 import { JOB_MODES, JOB_STATUSES, SIGNAL_NAMES, WAIT_MATCHES } from "./statuses.ts";
 
@@ -86,9 +87,14 @@ export const ExecWriteInput = z.strictObject({
   input: z.string().max(LIMITS.inputBytes).refine((s) => !s.includes("\0"), NUL_MESSAGE)
     .refine((s) => utf8Length(s) <= LIMITS.inputBytes, {
       message: `must be at most ${LIMITS.inputBytes} bytes`,
-    }),
+    }).optional(),
+  /** Types the value of this vault entry instead of `input` (a password prompt). */
+  vault: VaultName.optional(),
   append_newline: z.boolean().optional(),
   secret: z.boolean().optional(),
+}).refine((v) => (v.input === undefined) !== (v.vault === undefined), {
+  message: 'needs exactly one of "input" and "vault"',
+  path: ["input"],
 });
 export type ExecWriteInput = z.output<typeof ExecWriteInput>;
 

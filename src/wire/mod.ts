@@ -13,8 +13,11 @@ export {
   Ms,
   parseInput,
   Path,
+  splitEnv,
   Text,
   utf8Length,
+  VaultName,
+  VaultRef,
 } from "./common.ts";
 export {
   ACTIVE_JOB_STATUSES,
@@ -139,3 +142,14 @@ export {
   ServerList,
   ServerSummary,
 } from "./remote.ts";
+export {
+  AgentVaultEntry,
+  VAULT_KIND_NAMES,
+  VaultEntryName,
+  VaultEntryView,
+  VaultListResult,
+  VaultSetInput,
+  VaultStatusSchema,
+  type VaultStatusView,
+  VaultUnlockInput,
+} from "./vault.ts";

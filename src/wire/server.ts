@@ -21,6 +21,8 @@ export const Boundary = z.object({
   cgroup: Feature,
   /** Orphans of sessions are re-parented to the daemon (PR_SET_CHILD_SUBREAPER). */
   subreaper: z.boolean(),
+  /** Local sessions and jobs run as this user (`security.run_as`), or null: the daemon's own. */
+  run_as: z.object({ user: z.string(), uid: z.number().int(), gid: z.number().int() }).nullable(),
 });
 export type Boundary = z.infer<typeof Boundary>;
 

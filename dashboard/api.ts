@@ -1,9 +1,15 @@
 /** The operator API client of the dashboard: one fetch helper for every view. */
 import type { ToolError } from "../src/wire/mod.ts";
 
-/** A failed API call, with its HTTP status (404 tells a view the route does not exist). */
+/** The daemon's error body (`{error: {code, message, hint?, details?}}`). */
+export type ApiErrorBody = ToolError["error"];
+
+/**
+ * A failed API call, with its HTTP status (404 tells a view the route does not exist) and the
+ * daemon's error body when it sent one (its `code`, `hint` and `details`).
+ */
 export class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(readonly status: number, message: string, readonly body?: ApiErrorBody) {
     super(message);
   }
 }
@@ -26,7 +32,7 @@ export async function api<T>(token: string, path: string, init: RequestInit = {}
   const body = await res.json().catch(() => ({}));
   if (!res.ok) {
     const e = (body as Partial<ToolError>).error;
-    throw new HttpError(res.status, e?.message ?? `HTTP ${res.status}`);
+    throw new HttpError(res.status, e?.message ?? `HTTP ${res.status}`, e);
   }
   return body as T;
 }

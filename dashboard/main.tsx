@@ -4,7 +4,7 @@
 /// <reference lib="dom.iterable" />
 /**
  * The Termada dashboard: connection state, every session as a live terminal (grouped by agent),
- * the approval queue, jobs, missions, activity, agents and policy. All data comes from the
+ * the approval queue, jobs, missions, servers, the vault, activity, agents and policy. All data comes from the
  * token-protected operator API.
  */
 import { render } from "preact";
@@ -15,6 +15,7 @@ import { forgetToken, takeToken } from "./token.ts";
 import { SessionCard } from "./terminal.tsx";
 import { MissionsView } from "./missions.tsx";
 import { ServersView } from "./servers.tsx";
+import { VaultView } from "./vault.tsx";
 import {
   ActivityView,
   agentRows,
@@ -45,6 +46,7 @@ type Tab =
   | "missions"
   | "jobs"
   | "servers"
+  | "vault"
   | "activity"
   | "agents"
   | "policy";
@@ -92,6 +94,8 @@ function App(props: { token: string }): preact.JSX.Element {
   const [missionPulse, setMissionPulse] = useState(0);
   // Bumped on server, host key, forward, action and session events: the Servers view refetches.
   const [serverPulse, setServerPulse] = useState(0);
+  // Bumped on vault events: the Vault view refetches.
+  const [vaultPulse, setVaultPulse] = useState(0);
   const [jobs, setJobs] = useState<OperatorJob[]>([]);
   const [events, setEvents] = useState<FeedEvent[]>([]);
   // Unknown until the first `/api/status` answers (shown as running, like the daemon starts).
@@ -156,6 +160,7 @@ function App(props: { token: string }): preact.JSX.Element {
           refresh();
           setMissionPulse((n) => n + 1);
           setServerPulse((n) => n + 1);
+          setVaultPulse((n) => n + 1);
         } else if (s === "offline") {
           setConn("offline");
           if (detail === "HTTP 401") {
@@ -177,6 +182,7 @@ function App(props: { token: string }): preact.JSX.Element {
         ) {
           setServerPulse((n) => n + 1);
         }
+        if (m.event === "resync" || /^vault\./.test(m.event)) setVaultPulse((n) => n + 1);
         if (m.event === "resync") return;
         let e: FeedEvent;
         try {
@@ -397,6 +403,7 @@ function App(props: { token: string }): preact.JSX.Element {
           {tabButton("missions", "Missions")}
           {tabButton("jobs", "Jobs", <span class="count" data-active-jobs>{activeJobs}</span>)}
           {tabButton("servers", "Servers")}
+          {tabButton("vault", "Vault")}
           {tabButton("activity", "Activity")}
           {tabButton("agents", "Agents")}
           {tabButton("policy", "Policy")}
@@ -488,6 +495,10 @@ function App(props: { token: string }): preact.JSX.Element {
           pulse={serverPulse}
           sessions={sessions}
         />
+      </main>
+      <main hidden={tab !== "vault"} class={viewClass("vault-view")} data-stale={String(stale)}>
+        {staleNote}
+        <VaultView token={token} visible={tab === "vault"} pulse={vaultPulse} />
       </main>
       <main hidden={tab !== "activity"} class={viewClass("activity")} data-stale={String(stale)}>
         {staleNote}

@@ -163,6 +163,32 @@ Deno.test({
       );
       await call("exec_wait", { job_id: tui.job_id, timeout_ms: 10_000 });
 
+      // Two writes with a pause between, read while it pauses: the agent is handed the line
+      // without the tail that may start the value, then the whole line masked.
+      const split = await call("exec_start", {
+        command: [
+          'printf "url=%s" "${DB_URL:0:17}"; sleep 1.5; printf "%s done\\n" "${DB_URL:17}"',
+        ],
+        env: { DB_URL: { vault: "db-url" } },
+        session_id: session,
+      });
+      assert.equal(split.status, "running", JSON.stringify(split));
+      let seenText = "";
+      let cursor: string | undefined;
+      for (const end = Date.now() + 10_000; Date.now() < end;) {
+        const p = await call("exec_poll", {
+          job_id: split.job_id,
+          wait_ms: 200,
+          ...(cursor ? { cursor } : {}),
+        });
+        seenText += String(p.output ?? "");
+        if (!p.output) await new Promise((r) => setTimeout(r, 20));
+        cursor = p.next_cursor as string | undefined;
+        if (p.status !== "running" && p.status !== "awaiting_input") break;
+      }
+      assert.match(seenText, /\[REDACTED\] done/, seenText);
+      assert.ok(!seenText.includes(SECRET.slice(0, 12)), seenText);
+
       // A session whose environment holds a value.
       const s2 = await call("session_create", { env: { TOKEN: { vault: "db-url" } } });
       const inS2 = await call("exec_run", {

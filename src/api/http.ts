@@ -18,7 +18,7 @@ import { parseInput } from "../wire/mod.ts";
 export type Listener = "unix" | "tcp";
 export type AppEnv = { Bindings: { listener: Listener } };
 
-type Status = 400 | 401 | 403 | 404 | 409 | 413 | 429 | 500 | 501 | 502 | 503;
+type Status = 400 | 401 | 403 | 404 | 409 | 413 | 423 | 429 | 500 | 501 | 502 | 503;
 
 /** One status per error code (anything unlisted is 500). */
 const STATUS: Partial<Record<ErrorCode | "UNAUTHORIZED" | "FORBIDDEN", Status>> = {
@@ -34,6 +34,7 @@ const STATUS: Partial<Record<ErrorCode | "UNAUTHORIZED" | "FORBIDDEN", Status>> 
   NOT_SUPPORTED: 501,
   SERVER_UNREACHABLE: 502,
   AUDIT_UNAVAILABLE: 503,
+  VAULT_LOCKED: 423,
 };
 
 /** An error body `{error: {code, message, retriable, hint?}}` with its status. */

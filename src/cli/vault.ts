@@ -165,6 +165,12 @@ async function hiddenLine(prompt: string): Promise<string> {
         if (b === 0x0d || b === 0x0a) return new TextDecoder().decode(new Uint8Array(got));
         if (b === 0x7f || b === 0x08) got.pop();
         else if (got.length < MAX_PROMPT_BYTES) got.push(b);
+        else {
+          throw new TermadaError(
+            "INVALID_ARGUMENT",
+            `More than ${MAX_PROMPT_BYTES} bytes typed: pipe a longer value on stdin instead`,
+          );
+        }
       }
     }
     return new TextDecoder().decode(new Uint8Array(got));

@@ -42,7 +42,7 @@ import type { Gateway } from "./gateway.ts";
 import { noRemote, type RemoteOps } from "./remote.ts";
 import { FileOps } from "./files.ts";
 import type { Trail } from "./trail.ts";
-import type { AgentVaultEntry, VaultOps } from "./vault.ts";
+import { type AgentVaultEntry, assertDataVariables, type VaultOps } from "./vault.ts";
 
 /** Programs whose stdin lines are commands: a line typed into them is checked like a command. */
 const COMMAND_READERS =
@@ -156,12 +156,23 @@ export class AgentOps {
       }
       return sessionInfo(await this.#openRemote(owner, spec, target));
     }
+    assertDataVariables(refs);
     this.#assertVaultUsable(refs);
     if (refs.length === 0) return sessionInfo(await this.#open(owner, spec));
-    const values = this.#vaultOps().resolve(owner, refs, { target: "local", use: "env" });
-    const secretEnv: Record<string, string> = {};
-    for (const [k, v] of values) secretEnv[k] = new TextDecoder().decode(v);
-    return sessionInfo(await this.#open(owner, { ...spec, env: { ...plain, ...secretEnv } }));
+    const vault = this.#vaultOps();
+    const where = { target: "local", use: "env" as const };
+    vault.check(owner, refs, where);
+    // Taken once the session passed the gate (barrier, audit health), right before its shell
+    // starts with them in its environment.
+    return sessionInfo(
+      await this.#open(owner, spec, () => {
+        const secretEnv: Record<string, string> = {};
+        for (const [k, v] of vault.resolve(owner, refs, where)) {
+          secretEnv[k] = new TextDecoder().decode(v);
+        }
+        return secretEnv;
+      }),
+    );
   }
 
   listSessions(owner: string): SessionInfo[] {
@@ -180,9 +191,16 @@ export class AgentOps {
   }
 
   /** Opens a session through the gate; stored and audited, or closed again and refused. */
-  async #open(owner: string, spec: OpenSpec): Promise<Session> {
+  async #open(
+    owner: string,
+    spec: OpenSpec,
+    secretEnv?: () => Record<string, string>,
+  ): Promise<Session> {
     this.#gateway.admitSession();
-    const s = await this.#engine.openSession(owner, spec);
+    const s = await this.#engine.openSession(
+      owner,
+      secretEnv ? { ...spec, env: { ...spec.env, ...secretEnv() } } : spec,
+    );
     try {
       this.#trail.sessionOpened(s);
     } catch (err) {
@@ -439,6 +457,7 @@ export class AgentOps {
     this.#engine.assertOpen();
     const engine = this.#engine;
     const { plain, refs, shown } = splitEnv(req.env);
+    assertDataVariables(refs);
     this.#assertVaultUsable(refs);
     const spec: LaunchSpec = { command: req.command, cwd: req.cwd, env: plain };
     let res: Reservation;
@@ -462,23 +481,34 @@ export class AgentOps {
     }
     let verdict;
     try {
-      verdict = await this.#gateway.admitExec(res.job, req.env ? shown : undefined, {
-        remote: res.session?.remote === true,
+      const remote = res.session?.remote === true;
+      // On a server the env rule refuses variables no exec gate can follow; a reference's
+      // value is the operator's data (its name was checked above): the vault rules decide it.
+      const env = remote ? (Object.keys(plain).length > 0 ? plain : undefined) : shown;
+      verdict = await this.#gateway.admitExec(res.job, req.env ? env : undefined, {
+        remote,
         posix: res.session?.shell === "sh",
       });
       if (refs.length > 0) {
-        // Resolved once the command itself passed: the policy's vault rules decide each entry
-        // on the job's target, each use is audited, and the values go only into the staged
-        // script or the one-shot's environment (LaunchSpec.secretEnv).
-        const values = this.#vaultOps().resolve(owner, refs, {
+        // Once the command itself passed: the vault rules decide each entry on the job's
+        // target now (a refusal ends it before an operator is asked), and the values are taken
+        // when it starts — after an approval, if one is needed — each use audited, into the
+        // staged script or the one-shot's environment only (LaunchSpec.secretEnv).
+        const vault = this.#vaultOps();
+        const where = {
           target: res.session?.target ?? "local",
-          use: "env",
+          use: "env" as const,
           job_id: res.job.id,
           ...(res.session ? { session_id: res.session.id } : {}),
-        });
-        const secretEnv: Record<string, string> = {};
-        for (const [k, v] of values) secretEnv[k] = new TextDecoder().decode(v);
-        res.spec.secretEnv = secretEnv;
+        };
+        vault.check(owner, refs, where);
+        res.spec.secretSource = () => {
+          const secretEnv: Record<string, string> = {};
+          for (const [k, v] of vault.resolve(owner, refs, where)) {
+            secretEnv[k] = new TextDecoder().decode(v);
+          }
+          return secretEnv;
+        };
       }
       if (verdict.verdict === "confirm") {
         await this.#approvals.park(res, verdict);

@@ -160,6 +160,8 @@ export class VaultOps {
       this.#o.secrets.add(value);
       const replaced = v.has(name);
       const info = await v.set(name, value, opts);
+      // `set` merged what another process wrote meanwhile: those values are masked too.
+      this.#registerAll(v);
       this.#o.recorder.record(by, "vault.entry_set", {
         entry: name,
         kind: opts.kind,
@@ -197,9 +199,48 @@ export class VaultOps {
   }
 
   /**
-   * The values of `refs` for `agent` on `target`, after the policy allowed each one; each use
-   * is audited (the entry and the variable, never the value). Throws VAULT_LOCKED, NOT_FOUND
-   * (unknown entry) or DENIED_BY_POLICY; nothing is returned unless all are allowed.
+   * Decides `refs` for `agent` on `target` without taking any value: VAULT_LOCKED, NOT_FOUND
+   * (unknown entry) or DENIED_BY_POLICY (audited as `vault.denied`), or nothing.
+   */
+  check(
+    agent: string,
+    refs: readonly { variable?: string; entry: string }[],
+    where: { target: string; use: VaultUse; job_id?: string },
+  ): void {
+    if (refs.length === 0) return;
+    const v = this.#unlockedVault();
+    for (const ref of refs) {
+      const subject: ResourceSubject = { kind: "vault", target: where.target, entry: ref.entry };
+      const d = this.#decide(agent, subject);
+      const info = v.info(ref.entry);
+      if (d.action === "allow" && info) continue;
+      // Unknown and forbidden entries are told apart: the agent names the entry itself.
+      const denied = d.action !== "allow";
+      this.#o.recorder.record({ kind: "agent", id: agent }, "vault.denied", {
+        entry: ref.entry,
+        use: where.use,
+        target: where.target,
+        reason: denied ? d.reason : "no such entry",
+        ...(where.job_id ? { job_id: where.job_id } : {}),
+      });
+      throw denied
+        ? new TermadaError("DENIED_BY_POLICY", d.reason, {
+          retriable: false,
+          details: { key: ref.entry, ...(d.rule ? { rule: d.rule.pattern } : {}) },
+          hint: `Ask the operator to allow "${ref.entry}" in the policy's vault rules`,
+        })
+        : new TermadaError("NOT_FOUND", `The vault has no entry "${ref.entry}"`, {
+          details: { key: ref.entry },
+          hint: "vault_list shows the entries you may use",
+        });
+    }
+  }
+
+  /**
+   * The values of `refs` for `agent` on `target`, decided again (check) at this moment; each
+   * use is audited (the entry and the variable, never the value). A value the redactor cannot
+   * mask (shorter than 4 bytes, or the daemon-wide set is full) is refused: it would show.
+   * Nothing is returned unless all are allowed.
    */
   resolve(
     agent: string,
@@ -207,34 +248,13 @@ export class VaultOps {
     where: { target: string; use: VaultUse; job_id?: string; session_id?: string },
   ): Map<string, Uint8Array> {
     if (refs.length === 0) return new Map();
+    this.check(agent, refs, where);
     const v = this.#unlockedVault();
     const out = new Map<string, Uint8Array>();
     for (const ref of refs) {
-      const subject: ResourceSubject = { kind: "vault", target: where.target, entry: ref.entry };
-      const d = this.#decide(agent, subject);
-      const info = v.info(ref.entry);
-      if (d.action !== "allow" || !info) {
-        // Unknown and forbidden entries look alike to an agent that may not use them.
-        const denied = d.action !== "allow";
-        this.#o.recorder.record({ kind: "agent", id: agent }, "vault.denied", {
-          entry: ref.entry,
-          use: where.use,
-          target: where.target,
-          reason: denied ? d.reason : "no such entry",
-          ...(where.job_id ? { job_id: where.job_id } : {}),
-        });
-        throw denied
-          ? new TermadaError("DENIED_BY_POLICY", d.reason, {
-            retriable: false,
-            details: { key: ref.entry, ...(d.rule ? { rule: d.rule.pattern } : {}) },
-            hint: `Ask the operator to allow "${ref.entry}" in the policy's vault rules`,
-          })
-          : new TermadaError("NOT_FOUND", `The vault has no entry "${ref.entry}"`, {
-            details: { key: ref.entry },
-            hint: "vault_list shows the entries you may use",
-          });
-      }
-      out.set(ref.variable ?? ref.entry, v.value(ref.entry)!);
+      const value = v.value(ref.entry)!;
+      this.#mustMask(ref.entry, value);
+      out.set(ref.variable ?? ref.entry, value);
     }
     for (const ref of refs) {
       this.#o.recorder.record({ kind: "agent", id: agent }, "vault.used", {
@@ -247,6 +267,22 @@ export class VaultOps {
       });
     }
     return out;
+  }
+
+  /** Registers `value` with the daemon-wide redactor, or refuses to hand it out. */
+  #mustMask(entry: string, value: Uint8Array): void {
+    try {
+      this.#o.secrets.add(value);
+    } catch (err) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Vault entry "${entry}" cannot be used: ${(err as Error).message}`,
+        {
+          details: { key: entry },
+          hint: "An operator must store a value of at least 4 bytes (termada vault set)",
+        },
+      );
+    }
   }
 
   /**
@@ -263,12 +299,14 @@ export class VaultOps {
         { details: { server, key: entry }, hint: `termada vault set ${entry} --kind ssh_key` },
       );
     }
+    const value = v.value(entry)!;
+    if (info.kind === "password") this.#mustMask(entry, value);
     this.#o.recorder.note({ kind: "system", id: "termada" }, "vault.used", {
       entry,
       use: "server_auth",
       target: server,
     });
-    return { kind: info.kind, value: v.value(entry)! };
+    return { kind: info.kind, value };
   }
 
   /** Ends the worker (daemon shutdown); the key is forgotten. */
@@ -331,6 +369,31 @@ export class VaultOps {
     this.#queue = run.catch(() => {});
     return run;
   }
+}
+
+/**
+ * Variables whose value makes a shell or a program load or run something (a library, an rc
+ * file, a pager, a helper): a vault value never goes there. Elsewhere a value from the vault
+ * is operator-chosen data, not code, so on a server (no exec gate) a reference is decided by
+ * the vault rules alone, while a plain value under the same name is still refused by the
+ * remote env rule.
+ */
+const CODE_ENV =
+  /^(LD_[A-Z_]*|DYLD_[A-Z_]*|BASH_FUNC_.*|GIT_[A-Z_]*)$|^(BASH_ENV|ENV|PROMPT_COMMAND|PS[0-4]|IFS|PATH|SHELLOPTS|BASHOPTS|CDPATH|GLOBIGNORE|PERL5OPT|PERL5LIB|PYTHONSTARTUP|PYTHONPATH|PYTHONHOME|NODE_OPTIONS|NODE_PATH|RUBYOPT|RUBYLIB|PAGER|EDITOR|VISUAL|SSH_ASKPASS|SUDO_ASKPASS|LESSOPEN|LESSCLOSE|MANPAGER|BROWSER|TERMINFO|ZDOTDIR|HOME|SHELL|TMPDIR)$/;
+
+/** INVALID_ARGUMENT when a reference would go into a variable that makes programs run code. */
+export function assertDataVariables(refs: readonly { variable: string; entry: string }[]): void {
+  const bad = refs.filter((r) => CODE_ENV.test(r.variable));
+  if (bad.length === 0) return;
+  throw new TermadaError(
+    "INVALID_ARGUMENT",
+    `Cannot put vault entry "${bad[0]!.entry}" into ${bad[0]!.variable}: that variable makes ` +
+      "programs load or run what it names",
+    {
+      details: { key: bad[0]!.variable },
+      hint: "Use an ordinary variable name (DB_URL, API_TOKEN…)",
+    },
+  );
 }
 
 /** Parses a kind given by an operator (INVALID_ARGUMENT naming the choices). */

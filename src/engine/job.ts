@@ -4,7 +4,7 @@
  * and tells it how it ended.
  */
 import { CursorBuffer, type Page, Redactor, type Summary, VtCleaner } from "../output/mod.ts";
-import type { Clock } from "../shared/mod.ts";
+import { type Clock, concatBytes } from "../shared/mod.ts";
 import { FINAL_JOB_STATUSES, type JobStatus } from "../wire/mod.ts";
 
 export type { JobStatus };
@@ -66,6 +66,11 @@ export interface JobRecord {
 
 /** Most bytes an operator's pause holds back from the agent (then it gives way). */
 const HOLD_LIMIT = 8 * 1024 * 1024;
+const EMPTY = new Uint8Array(0);
+
+/** `a` then `b` (no copy when one is empty). */
+const concat = (a: Uint8Array, b: Uint8Array): Uint8Array =>
+  a.length === 0 ? b : b.length === 0 ? a : concatBytes([a, b]);
 
 export interface JobOutputOptions {
   retentionBytes: number;
@@ -134,6 +139,8 @@ export class Job {
   #heldBytes = 0;
   /** Dropped by compact() once the job has ended (a finished job takes no more bytes). */
   #cleaner: VtCleaner | undefined = new VtCleaner();
+  /** A committed line's tail kept back: it may be the start of a secret (commitPending). */
+  #carry: Uint8Array = EMPTY;
   readonly #redactor: Redactor;
   #listeners = new Set<() => void>();
   #done = Promise.withResolvers<void>();
@@ -224,7 +231,11 @@ export class Job {
   feed(bytes: Uint8Array): void {
     if (this.final) return;
     this.lastOutputMono = this.#clock.mono();
-    const clean = this.#cleaner!.push(bytes);
+    let clean = this.#cleaner!.push(bytes);
+    if (clean.length > 0 && this.#carry.length > 0) {
+      clean = concat(this.#carry, clean);
+      this.#carry = EMPTY;
+    }
     if (clean.length > 0) this.#append(this.#redactor.redact(clean));
     if (this.status === "awaiting_input") {
       this.status = "running";
@@ -267,18 +278,30 @@ export class Job {
     return this.#held !== undefined;
   }
 
-  /** The incomplete last line (a prompt, a progress bar), cleaned and redacted. */
+  /**
+   * The incomplete last line (a prompt, a progress bar), cleaned and redacted — without a tail
+   * that may be the start of a secret still being printed.
+   */
   pendingText(): string {
-    const pending = this.#cleaner?.pending();
-    if (!pending || pending.length === 0) return "";
-    return new TextDecoder().decode(this.#redactor.redact(pending));
+    const pending = concat(this.#carry, this.#cleaner?.pending() ?? EMPTY);
+    if (pending.length === 0) return "";
+    const safe = pending.subarray(0, this.#redactor.safeLength(pending));
+    return new TextDecoder().decode(this.#redactor.redact(safe));
   }
 
-  /** Commits the incomplete last line so readers see it (input awaited, reader idle). */
-  commitPending(): void {
-    const rest = this.#cleaner?.flush();
-    if (!rest) return;
-    if (rest.length > 0) this.#append(this.#redactor.redact(rest));
+  /**
+   * Commits the incomplete last line so readers see it (input awaited, reader idle). A tail
+   * that may be the start of a secret (a value printed in two writes with a pause between) is
+   * kept back and joined with what follows, so the whole value is masked; at the end
+   * (`final`) everything goes.
+   */
+  commitPending(final = false): void {
+    const rest = concat(this.#carry, this.#cleaner?.flush() ?? EMPTY);
+    this.#carry = EMPTY;
+    if (rest.length === 0) return;
+    const cut = final ? rest.length : this.#redactor.safeLength(rest);
+    if (cut < rest.length) this.#carry = rest.slice(cut);
+    if (cut > 0) this.#append(this.#redactor.redact(rest.subarray(0, cut)));
   }
 
   /**
@@ -349,7 +372,7 @@ export class Job {
   ): void {
     if (this.final) return;
     if (details.source) this.exitSource = details.source;
-    this.commitPending();
+    this.commitPending(true);
     this.releaseOutput();
     this.#live?.end();
     if (this.stopping && (status === "exited" || status === "killed")) {

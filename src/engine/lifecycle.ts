@@ -8,7 +8,7 @@
 import { type Matcher, Redactor, type SecretSet } from "../output/mod.ts";
 import type { PtySpawnOptions, SignalName } from "../pty/mod.ts";
 import { argvToScript, scopeScript, type ShellKind } from "../shell/mod.ts";
-import { type Clock, newId, TermadaError, within } from "../shared/mod.ts";
+import { type Clock, newId, TermadaError, toTermadaError, within } from "../shared/mod.ts";
 import type { JobStatus } from "../wire/mod.ts";
 import { Job, type JobOutputOptions } from "./job.ts";
 import { OneShot, waitDone } from "./oneshot.ts";
@@ -27,6 +27,12 @@ export interface LaunchSpec {
    * one-shot job through its environment; not supported beside a session on a server.
    */
   secretEnv?: Record<string, string>;
+  /**
+   * Makes `secretEnv` when the job starts (not when it is reserved: a job waiting for approval
+   * gets its values only once approved, and not at all when the vault was locked meanwhile).
+   * Its error ends the job (`denied` for DENIED_BY_POLICY, else `failed`) and is thrown.
+   */
+  secretSource?: () => Record<string, string>;
 }
 
 /** A job created and holding its resources, not yet running. One owner: the caller. */
@@ -148,6 +154,15 @@ export class JobLifecycle {
       throw new TermadaError("NOT_FOUND", `Job "${job.id}" ended before it started`, {
         details: { job_id: job.id },
       });
+    }
+    if (res.spec.secretSource) {
+      try {
+        res.spec.secretEnv = res.spec.secretSource();
+      } catch (err) {
+        const e = toTermadaError(err);
+        this.abandon(res, e.code === "DENIED_BY_POLICY" ? "denied" : "failed", e.message);
+        throw e;
+      }
     }
     job.unpark();
     if (job.mode === "background") {

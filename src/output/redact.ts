@@ -505,9 +505,10 @@ const MIN_ENCODED_CHARS = 8;
  * the bytes, each line of a multi-line value (and the value with CRLF line ends, as a terminal
  * shows it), base64 (standard and URL-safe, at each of the three byte alignments it can have
  * inside a longer text, unwrapped) and hex (lower and upper case). A value longer than 4096
- * bytes is masked by its first 4096 bytes and its lines. Other transformations (compression,
- * encryption, a program that prints it one character at a time with escape sequences between)
- * are out of reach of any redactor: docs/SECURITY.md says so.
+ * bytes is masked by its first 4096 bytes and its lines. Raw terminal streams also catch a value
+ * drawn with escape sequences between its characters (Redactor.stream). Other transformations
+ * (compression, encryption, reversal, spaced hex dumps, cursor moves between characters) are
+ * out of reach of any redactor: docs/VAULT.md says so.
  */
 export class SecretSet {
   readonly table: LiteralTable = new LiteralTable(MAX_SHARED_LITERALS);
@@ -765,6 +766,18 @@ export class Redactor {
     if (this.#extra.length > 0) extraSpans(bytes, 0, n, this.#extra, spans);
     if (spans.length === 0) return bytes;
     return applySpans(bytes, 0, n, normalize(spans));
+  }
+
+  /**
+   * How much of `bytes` can be handed out now: up to a tail that is a proper prefix of a
+   * registered secret (it may continue in bytes still to come). bytes.length when none.
+   */
+  safeLength(bytes: Uint8Array): number {
+    if (bytes.length === 0 || !this.#hasLiterals()) return bytes.length;
+    let spans: number[] = [];
+    this.#literalSpans(bytes, 0, bytes.length, spans);
+    if (spans.length > 2) spans = normalize(spans);
+    return this.#holdStart(bytes, spans);
   }
 
   /**

@@ -81,6 +81,28 @@ export async function termada(
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
 
+/** Runs `termada …` with `input` on its stdin (values and passphrases never go in argv). */
+export async function termadaWithStdin(
+  home: string,
+  args: string[],
+  input: string,
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const p = new Deno.Command(Deno.execPath(), {
+    args: [...DENO_ARGS, ...args],
+    env: termadaEnv(home, env),
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const w = p.stdin.getWriter();
+  await w.write(new TextEncoder().encode(input));
+  await w.close();
+  const out = await p.output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
 /** Starts a daemon and resolves once its banner says where it listens. */
 export async function startDaemon(
   home: string,

@@ -7,7 +7,14 @@
  */
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { homeWithConfig, operatorFetch, startDaemon, stdioClient, termada } from "./_daemon.ts";
+import {
+  homeWithConfig,
+  operatorFetch,
+  startDaemon,
+  stdioClient,
+  termada,
+  termadaWithStdin,
+} from "./_daemon.ts";
 import { denoDir, pollUntil } from "./_clients.ts";
 
 const DENO_DIR = await denoDir();
@@ -105,7 +112,12 @@ Deno.test({
           ["forbidden", FORBIDDEN, "secret"],
         ]
       ) {
-        const set = await termadaStdin(home, ["vault", "set", name!, "--kind", kind!], value!, env);
+        const set = await termadaWithStdin(
+          home,
+          ["vault", "set", name!, "--kind", kind!],
+          value!,
+          env,
+        );
         assert.equal(set.code, 0, set.stderr);
         assert.ok(!set.stdout.includes(value!));
       }
@@ -281,7 +293,7 @@ Deno.test({
       assert.notEqual(again.code, 0);
       assert.match(again.stderr, /exists/);
       // Without a daemon: straight on the file, with the key given here.
-      const set = await termadaStdin(
+      const set = await termadaWithStdin(
         home,
         ["vault", "set", "api-token", "--passphrase-file", pass],
         "tok-123456789",
@@ -298,10 +310,10 @@ Deno.test({
       assert.match(reset.stderr, /--yes/);
 
       await using _d = await startDaemon(home, { env });
-      const wrong = await termadaStdin(home, ["unlock"], "not the passphrase\n", env);
+      const wrong = await termadaWithStdin(home, ["unlock"], "not the passphrase\n", env);
       assert.equal(wrong.code, 1);
       assert.match(wrong.stderr, /VAULT_LOCKED|passphrase/i);
-      const right = await termadaStdin(home, ["unlock"], "correct horse battery\n", env);
+      const right = await termadaWithStdin(home, ["unlock"], "correct horse battery\n", env);
       assert.equal(right.code, 0, right.stderr);
       assert.match(right.stdout, /1 entries/);
       const list = await termada(home, ["vault", "list"], env);
@@ -312,25 +324,3 @@ Deno.test({
     }
   },
 });
-
-async function termadaStdin(
-  home: string,
-  args: string[],
-  input: string,
-  env: Record<string, string>,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const { DENO_ARGS, termadaEnv } = await import("./_daemon.ts");
-  const p = new Deno.Command(Deno.execPath(), {
-    args: [...DENO_ARGS, ...args],
-    env: termadaEnv(home, env),
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = p.stdin.getWriter();
-  await w.write(new TextEncoder().encode(input));
-  await w.close();
-  const out = await p.output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}

@@ -6,7 +6,7 @@
  * exec line (visible in the server's `ps`) are refused.
  */
 import assert from "node:assert/strict";
-import { homeWithConfig, startDaemon, stdioClient, termada } from "./_daemon.ts";
+import { homeWithConfig, startDaemon, stdioClient, termada, termadaWithStdin } from "./_daemon.ts";
 import { denoDir } from "./_clients.ts";
 import { sshdAvailable, TestSshd } from "../src/remote/_test_sshd.ts";
 
@@ -19,22 +19,6 @@ const code = (r: Structured) => (r.error as { code?: string } | undefined)?.code
 async function sha256(s: string): Promise<string> {
   const d = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(s));
   return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-async function withStdin(home: string, args: string[], input: string) {
-  const { DENO_ARGS, termadaEnv } = await import("./_daemon.ts");
-  const p = new Deno.Command(Deno.execPath(), {
-    args: [...DENO_ARGS, ...args],
-    env: termadaEnv(home, { DENO_DIR }),
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = p.stdin.getWriter();
-  await w.write(new TextEncoder().encode(input));
-  await w.close();
-  const out = await p.output();
-  return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
 }
 
 Deno.test({
@@ -78,7 +62,9 @@ policies:
           "secret",
         ]]
       ) {
-        const set = await withStdin(home, ["vault", "set", name!, "--kind", kind!], value!);
+        const set = await termadaWithStdin(home, ["vault", "set", name!, "--kind", kind!], value!, {
+          DENO_DIR,
+        });
         assert.equal(set.code, 0, set.stderr);
       }
 

@@ -33,7 +33,7 @@ import {
   VaultUnlockInput,
 } from "../wire/mod.ts";
 import { parseIdentityFile } from "../vault/mod.ts";
-import { decodeBase64 } from "./_base64.ts";
+import { decodeBase64 } from "../shared/mod.ts";
 import { type AppEnv, body, operatorGuard, operatorOf, query } from "./http.ts";
 import { eventsStream, terminalStream } from "./streams.ts";
 import { z } from "zod";

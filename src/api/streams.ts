@@ -10,7 +10,7 @@ import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import type { Session } from "../control/mod.ts";
 import { type EventBus, TermadaError } from "../shared/mod.ts";
-import { encodeBase64 } from "./_base64.ts";
+import { encodeBase64 } from "../shared/mod.ts";
 import type { AppEnv } from "./http.ts";
 
 /** Bytes queued for one slow stream client before it is cut off (it resumes by cursor). */

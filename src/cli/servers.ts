@@ -4,12 +4,11 @@
  * (`/api/servers`, `/api/forwards`) over its Unix socket, like the other operator commands.
  * The daemon validates what is added; this file only parses the command line and prints.
  */
-import { parseArgs, type ParseArgsConfig } from "node:util";
 import { TermadaError } from "../shared/mod.ts";
 import { call, type OperatorContext, paths } from "./operator.ts";
 import type { ForwardList, OperatorServerList, ServerAddInput } from "../wire/mod.ts";
 
-type Options = NonNullable<ParseArgsConfig["options"]>;
+import { type Options, strictArgs, subcommand, table } from "./_args.ts";
 
 const COMMON = {
   config: { type: "string" },
@@ -63,37 +62,8 @@ const ADD_OPTIONS = {
   auth: { type: "string" },
 } as const satisfies Options;
 
-/** `parseArgs` (strict) whose errors are one-line INVALID_ARGUMENTs naming the culprit. */
 function parse<O extends Options>(sub: Sub, args: string[], options: O, positionals: number) {
-  let parsed;
-  try {
-    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
-  } catch (err) {
-    const code = (err as { code?: string }).code ?? "";
-    const what = /'([^' ]+)/.exec((err as Error).message)?.[1] ?? "";
-    const see = `(termada servers ${sub} --help)`;
-    if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
-      throw new TermadaError("INVALID_ARGUMENT", `Unknown option "${what}" ${see}`);
-    }
-    if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
-      const message = (err as Error).message;
-      throw new TermadaError(
-        "INVALID_ARGUMENT",
-        /does not take an argument/.test(message)
-          ? `Option "${what}" takes no value ${see}`
-          : `Option "${what}" needs a value ${see}`,
-      );
-    }
-    throw err;
-  }
-  const help = (parsed.values as { help?: boolean }).help;
-  if (!help && parsed.positionals.length > positionals) {
-    throw new TermadaError(
-      "INVALID_ARGUMENT",
-      `Unexpected argument "${parsed.positionals[positionals]}" (termada servers ${sub} --help)`,
-    );
-  }
-  return parsed;
+  return strictArgs(`servers ${sub}`, args, options, positionals);
 }
 
 /** The one server name `add`, `rm` and `forget` take. */
@@ -111,15 +81,6 @@ function nameOf(sub: Sub, positionals: string[]): string {
 function address(s: { user: string; host: string; port: number }): string {
   const host = s.host.includes(":") ? `[${s.host}]` : s.host;
   return `${s.user}@${host}:${s.port}`;
-}
-
-/** Left-aligned columns, two spaces apart (the last one unpadded). */
-function table(head: string[], rows: string[][]): string {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) =>
-    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ")
-      .trimEnd() + "\n";
-  return line(head) + rows.map(line).join("");
 }
 
 function reachability(s: OperatorServerList["servers"][number]): string {
@@ -141,20 +102,10 @@ const json = (v: unknown) => JSON.stringify(v, null, 2) + "\n";
  * throws INVALID_ARGUMENT (exit 2), a daemon that is not running SERVER_UNREACHABLE.
  */
 export async function serversCommand(args: string[], ctx: OperatorContext): Promise<number> {
-  const first = args[0];
-  if (first === "help") {
-    await ctx.out(HELP);
-    return 0;
-  }
-  const explicit = first !== undefined && !first.startsWith("-");
-  const sub = explicit ? first : "list";
-  const rest = explicit ? args.slice(1) : args;
-  if (!Object.hasOwn(USAGE, sub)) {
-    throw new TermadaError("INVALID_ARGUMENT", `Unknown servers command "${sub}"`, {
-      hint: "termada servers list | add | rm | forget | forwards (--help for each)",
-    });
-  }
-  switch (sub as Sub) {
+  const picked = subcommand<Sub>("servers", args, USAGE, "list");
+  if (!picked) return await help(ctx, HELP);
+  const { sub, rest, explicit } = picked;
+  switch (sub) {
     case "list": {
       const { values } = parse("list", rest, COMMON, 0);
       // `termada servers --help` is the overview; `termada servers list --help` the command's.

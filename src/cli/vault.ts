@@ -10,10 +10,9 @@
  * Values are read from stdin or a hidden prompt, never from argv (argv is visible in `ps` and
  * kept in shell history). Nothing here prints a value.
  */
-import { parseArgs, type ParseArgsConfig } from "node:util";
 import { join } from "node:path";
 import { daemonAlive } from "../client/mod.ts";
-import { TermadaError } from "../shared/mod.ts";
+import { encodeBase64, TermadaError } from "../shared/mod.ts";
 import {
   generateIdentity,
   parseIdentityFile,
@@ -26,8 +25,9 @@ import {
   type VaultKind,
 } from "../vault/mod.ts";
 import { call, type OperatorContext, paths } from "./operator.ts";
+import { type Options, strictArgs, subcommand, table } from "./_args.ts";
 
-type Options = NonNullable<ParseArgsConfig["options"]>;
+const parse = strictArgs;
 
 const KEY_OPTIONS = {
   config: { type: "string" },
@@ -93,32 +93,6 @@ const UNLOCK_USAGE =
 const LOCK_USAGE = `Usage: termada lock [--config FILE]
   Makes the running daemon forget the vault's key: agents' vault references get VAULT_LOCKED.
 `;
-
-function parse<O extends Options>(what: string, args: string[], options: O, positionals: number) {
-  let parsed;
-  try {
-    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
-  } catch (err) {
-    const code = (err as { code?: string }).code ?? "";
-    const name = /'([^' ]+)/.exec((err as Error).message)?.[1] ?? "";
-    const see = `(termada ${what} --help)`;
-    if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
-      throw new TermadaError("INVALID_ARGUMENT", `Unknown option "${name}" ${see}`);
-    }
-    if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
-      throw new TermadaError("INVALID_ARGUMENT", `Option "${name}" needs a value ${see}`);
-    }
-    throw err;
-  }
-  const help = (parsed.values as { help?: boolean }).help;
-  if (!help && parsed.positionals.length > positionals) {
-    throw new TermadaError(
-      "INVALID_ARGUMENT",
-      `Unexpected argument "${parsed.positionals[positionals]}" (termada ${what} --help)`,
-    );
-  }
-  return parsed;
-}
 
 function nameOf(sub: Sub, positionals: string[]): string {
   const name = positionals[0];
@@ -256,28 +230,12 @@ async function keyFrom(
 
 // ── output ──────────────────────────────────────────────────────────────────────────────────
 
-function table(head: string[], rows: string[][]): string {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) =>
-    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ")
-      .trimEnd() + "\n";
-  return line(head) + rows.map(line).join("");
-}
-
 function listing(entries: VaultEntryInfo[]): string {
   if (entries.length === 0) return "The vault is empty. Add an entry: termada vault set <name>\n";
   return table(
     ["NAME", "KIND", "BYTES", "UPDATED", "DESCRIPTION"],
     entries.map((e) => [e.name, e.kind, String(e.bytes), e.updated, e.description ?? ""]),
   );
-}
-
-function encodeBase64(bytes: Uint8Array): string {
-  let bin = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(bin);
 }
 
 // ── commands ────────────────────────────────────────────────────────────────────────────────
@@ -292,20 +250,10 @@ async function withFile<T>(path: string, f: (file: VaultFile) => Promise<T>): Pr
 }
 
 export async function vaultCommand(args: string[], ctx: OperatorContext): Promise<number> {
-  const first = args[0];
-  if (first === "help") {
-    await ctx.out(HELP);
-    return 0;
-  }
-  const explicit = first !== undefined && !first.startsWith("-");
-  const sub = explicit ? first : "list";
-  const rest = explicit ? args.slice(1) : args;
-  if (!Object.hasOwn(USAGE, sub)) {
-    throw new TermadaError("INVALID_ARGUMENT", `Unknown vault command "${sub}"`, {
-      hint: "termada vault init | set | list | rm | reset (--help for each)",
-    });
-  }
-  switch (sub as Sub) {
+  const picked = subcommand<Sub>("vault", args, USAGE, "list");
+  if (!picked) return await help(ctx, HELP);
+  const { sub, rest, explicit } = picked;
+  switch (sub) {
     case "init": {
       const { values } = parse("vault init", rest, KEY_OPTIONS, 0);
       if (values.help) return await help(ctx, USAGE.init);

@@ -18,7 +18,7 @@ export { type IdKind, idPattern, isId, newId, randomHex } from "./ids.ts";
 export { bearerToken, MAX_TOKEN_LENGTH, sameSecret } from "./secrets.ts";
 export { type Clock, systemClock } from "./clock.ts";
 export { delay, soon, within } from "./async.ts";
-export { concatBytes } from "./bytes.ts";
+export { concatBytes, decodeBase64, encodeBase64 } from "./bytes.ts";
 export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";
 export { seededRandom } from "./prng.ts";
 export {

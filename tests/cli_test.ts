@@ -42,3 +42,21 @@ Deno.test("termada reports bad usage on stderr with a typed code", async () => {
   const v = await termada("version");
   assert.match(v.stdout, /^termada \d+\.\d+\.\d+\n$/);
 });
+
+Deno.test("the shim takes an agent token from a private file, never one others may read", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "termada-token-" });
+  try {
+    const file = `${dir}/token`;
+    await Deno.writeTextFile(file, "t".repeat(40) + "\n", { mode: 0o644 });
+    await Deno.chmod(file, 0o644);
+    const open = await termada("serve", "--stdio", "--token-file", file);
+    assert.equal(open.code, 2);
+    assert.match(open.stderr, /readable by other users \(mode 0644\)/);
+    assert.match(open.stderr, /chmod 600/);
+    const missing = await termada("serve", "--stdio", "--token-file", `${dir}/absent`);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /Cannot read the token file/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

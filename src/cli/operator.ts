@@ -221,6 +221,9 @@ export async function auditCommand(args: string[], ctx: OperatorContext): Promis
 }
 
 /** `termada dashboard [--open]`: the tokenized local URL of the running daemon's dashboard. */
+/** How long the one-time page that opens the dashboard stays on disk. */
+const OPEN_PAGE_MS = 5000;
+
 export async function dashboardCommand(args: string[], ctx: OperatorContext): Promise<number> {
   const { values } = parseArgs({ args, options: { ...COMMON, open: { type: "boolean" } } });
   const p = await paths(values.config);
@@ -230,15 +233,34 @@ export async function dashboardCommand(args: string[], ctx: OperatorContext): Pr
   const url = `http://127.0.0.1:${port}/?token=${token(p)}`;
   await ctx.out(url + "\n");
   if (values.open) {
-    for (const opener of ["xdg-open", "open"]) {
-      try {
-        const child = new Deno.Command(opener, { args: [url], stdout: "null", stderr: "null" })
-          .spawn();
-        await child.status;
-        return 0;
-      } catch {
-        // not installed here: try the next one
+    // Never the URL itself on a command line: argv is readable by every process (`ps`),
+    // sessions included, and the opener or a fresh browser keeps it there. The browser gets a
+    // private file (0600, in the state dir sessions cannot reach) that goes on to the URL; it is
+    // removed once the browser had time to read it.
+    const page = join(p.runtimeDir, `open-dashboard-${crypto.randomUUID()}.html`);
+    await Deno.writeTextFile(
+      page,
+      `<!doctype html><meta charset="utf-8"><title>Termada</title>` +
+        `<script>location.replace(${JSON.stringify(url)})</script>`,
+      { mode: 0o600, createNew: true },
+    );
+    try {
+      for (const opener of ["xdg-open", "open"]) {
+        try {
+          const child = new Deno.Command(opener, {
+            args: [`file://${page}`],
+            stdout: "null",
+            stderr: "null",
+          }).spawn();
+          await child.status;
+          await new Promise((r) => setTimeout(r, OPEN_PAGE_MS));
+          return 0;
+        } catch {
+          // not installed here: try the next one
+        }
       }
+    } finally {
+      await Deno.remove(page).catch(() => {});
     }
     await Deno.stderr.write(
       new TextEncoder().encode("termada: no browser opener found; open the URL above\n"),

@@ -3,7 +3,7 @@
  * `termada serve --stdio`: the MCP stdio bridge a client launches; starts the daemon if needed.
  */
 import { parseArgs } from "node:util";
-import { setLogFile, setLogLevel } from "../shared/mod.ts";
+import { setLogFile, setLogLevel, TermadaError } from "../shared/mod.ts";
 
 export interface ServeContext {
   version: string;
@@ -24,6 +24,30 @@ export function selfCommand(extra: string[]): { program: string; args: string[] 
   };
 }
 
+/** The first line of an agent token file (refused when others may read it). */
+async function tokenFile(path: string): Promise<string> {
+  let text: string;
+  let mode = 0;
+  try {
+    mode = ((await Deno.stat(path)).mode ?? 0) & 0o777;
+    text = await Deno.readTextFile(path);
+  } catch (err) {
+    throw new TermadaError("INVALID_ARGUMENT", `Cannot read the token file "${path}"`, {
+      cause: err,
+    });
+  }
+  if ((mode & 0o077) !== 0) {
+    throw new TermadaError(
+      "INVALID_ARGUMENT",
+      `The token file "${path}" is readable by other users (mode 0${mode.toString(8)})`,
+      { hint: `chmod 600 ${path}` },
+    );
+  }
+  const token = text.split(/\r?\n/)[0]!.trim();
+  if (token === "") throw new TermadaError("INVALID_ARGUMENT", `The token file "${path}" is empty`);
+  return token;
+}
+
 export async function serveCommand(args: string[], ctx: ServeContext): Promise<number> {
   const { values } = parseArgs({
     args,
@@ -33,6 +57,7 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
       config: { type: "string" },
       agent: { type: "string" },
       token: { type: "string" },
+      "token-file": { type: "string" },
       "log-file": { type: "string" },
       "log-level": { type: "string" },
     },
@@ -50,12 +75,21 @@ export async function serveCommand(args: string[], ctx: ServeContext): Promise<n
     ];
     if (values["log-file"]) setLogFile(values["log-file"]);
     // Only the shim's own modules: it starts once per agent session, so it loads no daemon.
+    if (values.token !== undefined) {
+      // Argv is world-readable (`ps`, /proc/<pid>/cmdline), sessions included.
+      ctx.print(
+        "termada: warning: --token is visible to every process on this machine (ps); " +
+          "pass TERMADA_AGENT_TOKEN in the environment or --token-file FILE instead\n",
+      );
+    }
     const { runShim } = await import("../client/mod.ts");
     return await runShim({
       env,
       configFile: values.config,
       agent: values.agent,
-      token: values.token ?? env.TERMADA_AGENT_TOKEN,
+      token: values.token ??
+        (values["token-file"] !== undefined ? await tokenFile(values["token-file"]) : undefined) ??
+        env.TERMADA_AGENT_TOKEN,
       daemonCommand: selfCommand(forward),
     });
   }

@@ -24,6 +24,11 @@ export interface LoadedConfig {
   /** The file read (or that would have been read, for `source: "defaults"`). */
   path: string;
   source: "file" | "defaults";
+  /**
+   * The environment variables the file took values from (`${NAME}`): tokens and the like, so
+   * the daemon keeps them out of every session's environment.
+   */
+  envNames: string[];
 }
 
 export interface ParseConfigOptions {
@@ -50,6 +55,7 @@ interface Parsed {
   config: Config;
   /** Some agent token is written in the file itself rather than taken from `${ENV}`. */
   literalTokens: boolean;
+  envNames: string[];
 }
 
 /**
@@ -68,7 +74,7 @@ export async function loadConfig(
   } catch (err) {
     if (err instanceof Deno.errors.NotFound && !options.required) {
       // A fresh copy: callers may adjust their config without touching the shared defaults.
-      return { config: Config.parse({}), path, source: "defaults" };
+      return { config: Config.parse({}), path, source: "defaults", envNames: [] };
     }
     throw readError(path, err);
   }
@@ -100,7 +106,7 @@ export async function loadConfig(
       path,
     });
   }
-  return { config: parsed.config, path, source: "file" };
+  return { config: parsed.config, path, source: "file", envNames: parsed.envNames };
 }
 
 /** Parses config text (what `loadConfig` does after reading the file). */
@@ -124,8 +130,9 @@ function parse(text: string, { path, env }: ParseConfigOptions): Parsed {
   }
 
   const literalTokens = hasLiteralTokens(doc);
+  const envNames = new Set<string>();
   try {
-    expandEnv(doc, env);
+    expandEnv(doc, env, envNames);
   } catch (err) {
     if (err instanceof ConfigProblem) throw configError(path, lineOf(err.offset), err.text);
     throw err;
@@ -140,7 +147,7 @@ function parse(text: string, { path, env }: ParseConfigOptions): Parsed {
   }
 
   const result = Config.safeParse(data);
-  if (result.success) return { config: result.data, literalTokens };
+  if (result.success) return { config: result.data, literalTokens, envNames: [...envNames] };
 
   const problems = result.error.issues
     .flatMap((issue) => describeIssue(issue, data))
@@ -266,12 +273,16 @@ function hasLiteralTokens(doc: Document): boolean {
  * `${`; a lone `$` is kept. An unset or empty variable is an error: substituting "" would turn
  * a missing secret into an empty (or silently different) setting.
  */
-function expandEnv(doc: Document, env: Record<string, string | undefined>): void {
+function expandEnv(
+  doc: Document,
+  env: Record<string, string | undefined>,
+  names: Set<string>,
+): void {
   visit(doc, {
     Scalar(key, node) {
       if (key === "key" || typeof node.value !== "string") return;
       if (!node.value.includes("${")) return;
-      node.value = expandString(node.value, env, node.range?.[0]);
+      node.value = expandString(node.value, env, node.range?.[0], names);
     },
   });
 }
@@ -280,6 +291,7 @@ function expandString(
   value: string,
   env: Record<string, string | undefined>,
   offset: number | undefined,
+  names: Set<string>,
 ): string {
   let out = "";
   let i = 0;
@@ -311,6 +323,7 @@ function expandString(
         throw new ConfigProblem(offset, `environment variable "${name}" is not set`);
       }
       out += replacement;
+      names.add(name);
       i = close + 1;
     } else {
       out += "$";

@@ -68,6 +68,26 @@ Deno.test("loadConfig reads a file and reports source file", async () => {
   });
 });
 
+Deno.test("loadConfig names the environment variables the file took values from", async () => {
+  await withTempDir(async (dir) => {
+    const path = join(dir, "config.yaml");
+    await Deno.writeTextFile(
+      path,
+      'agents:\n  ci:\n    token: "${CI_TOKEN}"\n  bot:\n    token: "a-${CI_TOKEN}-${BOT_PART}"\n' +
+        'redaction:\n  patterns: ["x$${LITERAL}"]\n',
+      { mode: 0o600 },
+    );
+    const loaded = await loadConfig(path, {
+      ...ENV,
+      CI_TOKEN: "t".repeat(32),
+      BOT_PART: "p".repeat(16),
+    });
+    assert.deepEqual([...loaded.envNames].sort(), ["BOT_PART", "CI_TOKEN"]);
+    const none = await loadConfig(join(dir, "absent.yaml"), ENV);
+    assert.deepEqual(none.envNames, []);
+  });
+});
+
 Deno.test("loadConfig refuses files over 1 MiB and directories", async () => {
   await withTempDir(async (dir) => {
     const big = join(dir, "big.yaml");

@@ -388,20 +388,24 @@ export class AgentOps {
     const target = this.#engine.jobs.inputTarget(job);
     const session = this.#engine.registry.sessionById(job.sessionId);
     const where = session?.target ?? "local";
-    const value = this.#vaultOps().resolve(owner, [{ entry }], {
-      target: where,
-      use: "input",
-      job_id: job.id,
-      session_id: job.sessionId,
-    }).get(entry)!;
-    const text = new TextDecoder().decode(value);
-    if (/[\r\n]/.test(text.replace(/\r?\n$/, ""))) {
+    const vault = this.#vaultOps();
+    const use = { target: where, use: "input" as const, job_id: job.id };
+    vault.check(owner, [{ entry }], use); // decided first: nothing said about others' entries
+    const info = vault.info(entry);
+    if (info && info.lines > 1) {
       throw new TermadaError(
         "INVALID_ARGUMENT",
         `Cannot type vault entry "${entry}": it holds several lines`,
         { hint: "Only a one-line value (a password, a token) can answer a prompt" },
       );
     }
+    const value = vault.resolve(owner, [{ entry }], {
+      target: where,
+      use: "input",
+      job_id: job.id,
+      session_id: job.sessionId,
+    }).get(entry)!;
+    const text = new TextDecoder().decode(value);
     await this.#gateway.admitInput({
       job,
       line: "",

@@ -134,6 +134,19 @@ export class VaultOps {
     });
   }
 
+  /**
+   * What the daemon may say about an entry before deciding a use (no value): whether it holds
+   * several lines. Undefined while locked or for an unknown entry (the use then says why).
+   */
+  info(entry: string): { lines: number } | undefined {
+    const value = this.#open?.value(entry);
+    if (!value) return undefined;
+    const text = new TextDecoder().decode(value).replace(/\r?\n$/, "");
+    const lines = text.split(/\r?\n|\r/).length;
+    value.fill(0);
+    return { lines };
+  }
+
   /** The operator's listing: names, kinds, descriptions, dates and sizes; never values. */
   list(): VaultEntryInfo[] {
     return this.#unlockedVault().list();
@@ -379,7 +392,7 @@ export class VaultOps {
  * remote env rule.
  */
 const CODE_ENV =
-  /^(LD_[A-Z_]*|DYLD_[A-Z_]*|BASH_FUNC_.*|GIT_[A-Z_]*)$|^(BASH_ENV|ENV|PROMPT_COMMAND|PS[0-4]|IFS|PATH|SHELLOPTS|BASHOPTS|CDPATH|GLOBIGNORE|PERL5OPT|PERL5LIB|PYTHONSTARTUP|PYTHONPATH|PYTHONHOME|NODE_OPTIONS|NODE_PATH|RUBYOPT|RUBYLIB|PAGER|EDITOR|VISUAL|SSH_ASKPASS|SUDO_ASKPASS|LESSOPEN|LESSCLOSE|MANPAGER|BROWSER|TERMINFO|ZDOTDIR|HOME|SHELL|TMPDIR)$/;
+  /^(LD_[A-Z_]*|DYLD_[A-Z_]*|BASH_FUNC_.*|GIT_[A-Z_]*|XDG_[A-Z_]*)$|^(BASH_ENV|ENV|PROMPT_COMMAND|PS[0-4]|IFS|PATH|SHELLOPTS|BASHOPTS|CDPATH|GLOBIGNORE|PERL5OPT|PERL5LIB|PERLLIB|PERL5DB|PYTHONSTARTUP|PYTHONPATH|PYTHONHOME|NODE_OPTIONS|NODE_PATH|RUBYOPT|RUBYLIB|LUA_INIT|LUA_PATH|LUA_CPATH|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|GCONV_PATH|PAGER|EDITOR|VISUAL|SSH_ASKPASS|SUDO_ASKPASS|LESSOPEN|LESSCLOSE|MANPAGER|BROWSER|TERMINFO|ZDOTDIR|HOME|SHELL|TMPDIR|KUBECONFIG|AWS_CONFIG_FILE|DOCKER_CONFIG|NPM_CONFIG_USERCONFIG)$/;
 
 /** INVALID_ARGUMENT when a reference would go into a variable that makes programs run code. */
 export function assertDataVariables(refs: readonly { variable: string; entry: string }[]): void {

@@ -231,6 +231,8 @@ export class Daemon {
         engine: {
           ...settings,
           ...(runAs ? { runAs, sessionsDir: runAsDirs } : {}),
+          // What the config took from the environment (agent tokens…) never reaches a session.
+          scrubEnv: loaded.envNames,
           sandbox: {
             ...settings.sandbox,
             subreaper: true,

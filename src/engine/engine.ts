@@ -73,6 +73,11 @@ export interface EngineOptions {
   output?: Partial<EngineOutputOptions>;
   /** Base environment of every shell (default: this process's, minus TERMADA_* variables). */
   env?: Record<string, string>;
+  /**
+   * Variables never given to a session (the config's `${NAME}` sources: agent tokens and the
+   * like), besides TERMADA_*.
+   */
+  scrubEnv?: readonly string[];
   defaultShell?: ShellKind;
   /** Where sessions start when no cwd is given (default: $HOME, else the process cwd). */
   defaultCwd?: string;
@@ -141,7 +146,7 @@ export class Engine {
     this.clock = options.clock ?? systemClock;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.output = { ...DEFAULT_OUTPUT, ...options.output };
-    this.#env = baseEnv(options.env, options.runAs);
+    this.#env = baseEnv(options.env, options.runAs, options.scrubEnv);
     this.#redactPatterns = (options.redactPatterns ?? []).map((p) =>
       compileRegex(p, { label: "redaction.patterns" })
     );
@@ -385,9 +390,14 @@ const DAEMON_USER_ENV = [
 ];
 
 /** Environment for shells: the given base (or ours), minus Termada's own secrets. */
-function baseEnv(given?: Record<string, string>, runAs?: RunAsUser): Record<string, string> {
+function baseEnv(
+  given?: Record<string, string>,
+  runAs?: RunAsUser,
+  scrub: readonly string[] = [],
+): Record<string, string> {
   const env = { ...(given ?? Deno.env.toObject()) };
   for (const k of Object.keys(env)) if (k.startsWith("TERMADA_")) delete env[k];
+  for (const k of scrub) delete env[k];
   if (runAs) {
     for (const k of DAEMON_USER_ENV) delete env[k];
     env.HOME = runAs.home;

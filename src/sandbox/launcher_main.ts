@@ -29,7 +29,7 @@ import {
 } from "../../ffi/mod.ts";
 import { dropPrivileges } from "./drop.ts";
 import { applyLandlock } from "./landlock.ts";
-import { canMount, hideWithMounts } from "./mounts.ts";
+import { canMount, hideWithMounts, privateProc } from "./mounts.ts";
 import { installExecFilter } from "./seccomp.ts";
 import {
   LAUNCH_FD,
@@ -192,6 +192,14 @@ export function runLauncher(): never {
       ready.mounts = { error: message(err) };
     }
     if (how === "mounts") reenterCwd();
+    if (how === "mounts" && spec.user) {
+      // Under run_as other users' processes leave the session's view: their argv and /proc.
+      try {
+        privateProc();
+      } catch (err) {
+        ready.proc = { error: message(err) };
+      }
+    }
   }
 
   if (

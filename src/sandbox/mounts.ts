@@ -49,6 +49,23 @@ function mkdirs(path: string): void {
   }
 }
 
+/**
+ * Replaces /proc in this (private) mount namespace with a procfs instance mounted
+ * `hidepid=invisible`: a process sees only the processes it may ptrace-read — under run_as,
+ * those of its own user. Other users' command lines (an agent's shim started with `--token`, a
+ * browser opened with a URL) and their /proc files are gone from view. Call after
+ * hideWithMounts (the namespace is private) and before the privileges drop; throws SysError.
+ */
+export function privateProc(): void {
+  mount(
+    "proc",
+    "/proc",
+    "proc",
+    LINUX.MS_NOSUID | LINUX.MS_NODEV | LINUX.MS_NOEXEC,
+    "hidepid=invisible",
+  );
+}
+
 /** Whether this launcher may build a mount namespace (effective uid 0). */
 export function canMount(): boolean {
   return sys().geteuid() === 0;

@@ -351,6 +351,11 @@ export class Sandbox<C> {
       });
     }
     if (r.cgroup) log.warn("a launcher could not join its cgroup", { error: r.cgroup.error });
+    if (r.proc) {
+      log.warn("no private /proc in a launcher: other users' processes stay visible", {
+        error: r.proc.error,
+      });
+    }
   }
 }
 

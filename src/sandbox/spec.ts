@@ -48,6 +48,8 @@ export interface LaunchReady {
   mounts: { error: string } | null;
   seccomp: { error: string } | null;
   cgroup: { error: string } | null;
+  /** Under run_as: the private `hidepid` /proc could not be mounted (absent: it was, or n/a). */
+  proc?: { error: string };
 }
 
 /** Sent instead when setup or exec failed: the launcher exits right after. */

@@ -536,6 +536,12 @@ async function execOn(
     await abortable(run.closed, signal, () => {});
   } catch {
     // Only an abort rejects: the timeout or a cancel. Kill what runs, then close the channel.
+    // A slow login (rc files) may not have printed the pid line yet: without it only the
+    // `signal` request is left, which OpenSSH refuses for root. So wait for it (bounded), or
+    // for the command to end by itself.
+    if (capture.pid === undefined) {
+      await within(Promise.race([capture.pidKnown, run.closed]), CLEANUP_MS);
+    }
     await killRemote(client, run.channel, capture.pid);
     await within(run.closed, CLEANUP_MS);
     capture.end();
@@ -620,6 +626,7 @@ class Capture {
     const digits = latin1.decode(pre.subarray(at + this.#mark.length, nl));
     // Never 1 (or 0): `kill -- -1` would reach every process of the user.
     if (/^[1-9][0-9]{0,9}$/.test(digits) && Number(digits) > 1) this.pid = Number(digits);
+    this.#pid.resolve();
     if (at > 0) this.#add(pre.subarray(0, at));
     if (nl + 1 < pre.length) this.#add(pre.subarray(nl + 1));
   }
@@ -633,6 +640,13 @@ class Capture {
     const pre = this.#preamble;
     this.#preamble = undefined;
     if (pre && pre.length > 0) this.#add(pre);
+    this.#pid.resolve();
+  }
+
+  readonly #pid = Promise.withResolvers<void>();
+  /** Resolves once the pid line was read (or the stream ended without one). */
+  get pidKnown(): Promise<void> {
+    return this.#pid.promise;
   }
 
   /** The kept head, and whether bytes beyond it were dropped. */

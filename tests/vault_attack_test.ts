@@ -349,6 +349,17 @@ function impersonation(port: number, tokenExpr: string, entry: string): string {
   ].join("\n");
 }
 
+/** B's session tries to call the MCP port as A with the token `tokenExpr` finds: it must fail. */
+async function cannotImpersonateA(
+  B: Agent,
+  sb: string,
+  port: number,
+  tokenExpr: string,
+): Promise<void> {
+  const { out } = await B.sh(sb, impersonation(port, tokenExpr, "a-secret"));
+  assert.ok(!out.includes(rev(A_VAL)), `B got A's value as A:\n${out}`);
+}
+
 /** A shell expression: the word after `--token` in any process's argv. */
 const TOKEN_FROM_ARGV =
   `"$(ps -eww -o args | grep -o -e '--token [^ ]*' | head -n1 | cut -d' ' -f2)"`;
@@ -696,19 +707,25 @@ Deno.test({
         async () => {
           const fg = await A.ok("exec_start", {
             session_id: sa,
-            command: ["sleep 20"],
+            command: ["sleep 20.0417"],
             env: { AJOB: { vault: "a-secret" } },
           });
           const bg = await A.ok("exec_start", {
             mode: "background",
-            command: ["sleep", "20"],
+            command: ["sleep", "20.0417"],
             env: { ABG: { vault: "a-long" } },
           });
-          await new Promise((r) => setTimeout(r, 500));
+          await pollUntil(async () => {
+            const p = await new Deno.Command("pgrep", {
+              args: ["-xf", "sleep 20.0417"],
+              stdout: "piped",
+            }).output();
+            return new TextDecoder().decode(p.stdout).trim().split("\n").length === 2 || undefined;
+          }, "both of A's commands running");
           const out = await B.probe(
             sb,
             `grep -a -z -h -E '^(AJOB|ABG)=' /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; ` +
-              `ps -eww -o args | grep -c '^sleep 20'`,
+              `ps -eww -o args | grep -c '^sleep 20[.]0417$'`,
           );
           assert.match(out, /^2$/m, `both commands were running:\n${out}`);
           assert.ok(!out.includes(A_VAL) && !out.includes(A_LONG), `A's value was read:\n${out}`);
@@ -834,18 +851,12 @@ Deno.test({
 
       await step(
         "HELD: [2] B's session finds no agent token in any argv (the shim takes it from its environment)",
-        async () => {
-          const { out } = await B.sh(sb, impersonation(d.port, TOKEN_FROM_ARGV, "a-secret"));
-          assert.ok(!out.includes(rev(A_VAL)), `B got A's value as A:\n${out}`);
-        },
+        () => cannotImpersonateA(B, sb, d.port, TOKEN_FROM_ARGV),
       );
 
       await step(
         "HELD: [2] a token the config takes from `${VA_TOKEN_A}` is not in any session's environment",
-        async () => {
-          const { out } = await B.sh(sb, impersonation(d.port, '"$VA_TOKEN_A"', "a-secret"));
-          assert.ok(!out.includes(rev(A_VAL)), `B got A's value as A:\n${out}`);
-        },
+        () => cannotImpersonateA(B, sb, d.port, '"$VA_TOKEN_A"'),
       );
 
       await step(
@@ -1763,18 +1774,12 @@ Deno.test({
 
       await step(
         "HELD: [8] under run_as a shim started with `--token T` is out of the session's view (private hidepid /proc)",
-        async () => {
-          const { out } = await B.sh(sb, impersonation(d.port, TOKEN_FROM_ARGV, "a-secret"));
-          assert.ok(!out.includes(rev(A_VAL)), `B got A's value as A:\n${out}`);
-        },
+        () => cannotImpersonateA(B, sb, d.port, TOKEN_FROM_ARGV),
       );
 
       await step(
         "HELD: [8] under run_as too, a `${VA_TOKEN_A}` config token is not in the session's environment",
-        async () => {
-          const { out } = await B.sh(sb, impersonation(d.port, '"$VA_TOKEN_A"', "a-secret"));
-          assert.ok(!out.includes(rev(A_VAL)), `B got A's value as A:\n${out}`);
-        },
+        () => cannotImpersonateA(B, sb, d.port, '"$VA_TOKEN_A"'),
       );
 
       await step(

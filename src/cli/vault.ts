@@ -16,6 +16,7 @@ import { encodeBase64, TermadaError } from "../shared/mod.ts";
 import {
   generateIdentity,
   parseIdentityFile,
+  type UnlockedVault,
   VAULT_KINDS,
   VAULT_LIMITS,
   VAULT_NAME_PATTERN,
@@ -24,6 +25,7 @@ import {
   type VaultKey,
   type VaultKind,
 } from "../vault/mod.ts";
+import type { TermadaPaths } from "../config/mod.ts";
 import { call, type OperatorContext, paths } from "./operator.ts";
 import { type Options, strictArgs, subcommand, table } from "./_args.ts";
 
@@ -240,13 +242,33 @@ function listing(entries: VaultEntryInfo[]): string {
 
 // ── commands ────────────────────────────────────────────────────────────────────────────────
 
-async function withFile<T>(path: string, f: (file: VaultFile) => Promise<T>): Promise<T> {
-  const file = new VaultFile(path);
+/** `<state>/vault.age` for the duration of `f` (its worker ends after). */
+async function withFile<T>(
+  p: TermadaPaths,
+  f: (file: VaultFile) => Promise<T>,
+): Promise<T> {
+  const file = new VaultFile(join(p.stateDir, "vault.age"));
   try {
     return await f(file);
   } finally {
     await file.close();
   }
+}
+
+/** The vault opened with `key` for `f` (no daemon running: the CLI works on the file). */
+function withOpenVault<T>(
+  p: TermadaPaths,
+  key: VaultKey,
+  f: (v: UnlockedVault) => T | Promise<T>,
+): Promise<T> {
+  return withFile(p, async (file) => {
+    const v = await file.open(key);
+    try {
+      return await f(v);
+    } finally {
+      v.lock();
+    }
+  });
 }
 
 export async function vaultCommand(args: string[], ctx: OperatorContext): Promise<number> {
@@ -274,7 +296,7 @@ export async function vaultCommand(args: string[], ctx: OperatorContext): Promis
         made = `Wrote a new age identity to ${values.identity} (public key ${id.recipient}).\n`;
       } else key = await keyFrom(values, { confirm: true });
       await Deno.mkdir(p.stateDir, { recursive: true, mode: 0o700 });
-      await withFile(path, (f) => f.init(key));
+      await withFile(p, (f) => f.init(key));
       await ctx.out(
         `${made}Created ${path}. Add entries with termada vault set <name>; ` +
           `a running daemon needs termada unlock.\n`,
@@ -313,17 +335,11 @@ export async function vaultCommand(args: string[], ctx: OperatorContext): Promis
           ...(values.description !== undefined ? { description: values.description } : {}),
         }) as unknown as VaultEntryInfo;
       } else {
-        info = await withFile(join(p.stateDir, "vault.age"), async (f) => {
-          const v = await f.open(key!);
-          try {
-            return await v.set(name, value, {
-              kind,
-              ...(values.description !== undefined ? { description: values.description } : {}),
-            });
-          } finally {
-            v.lock();
-          }
-        });
+        info = await withOpenVault(p, key!, (v) =>
+          v.set(name, value, {
+            kind,
+            ...(values.description !== undefined ? { description: values.description } : {}),
+          }));
       }
       value.fill(0);
       if (values.json) await ctx.out(JSON.stringify(info, null, 2) + "\n");
@@ -345,14 +361,7 @@ export async function vaultCommand(args: string[], ctx: OperatorContext): Promis
         entries = r.list;
       } else {
         const key = await keyFrom(values);
-        entries = await withFile(join(p.stateDir, "vault.age"), async (f) => {
-          const v = await f.open(key);
-          try {
-            return v.list();
-          } finally {
-            v.lock();
-          }
-        });
+        entries = await withOpenVault(p, key, (v) => v.list());
       }
       await ctx.out(values.json ? JSON.stringify(entries, null, 2) + "\n" : listing(entries));
       return 0;
@@ -366,14 +375,7 @@ export async function vaultCommand(args: string[], ctx: OperatorContext): Promis
         await call(p, "DELETE", `/vault/entries/${name}`);
       } else {
         const key = await keyFrom(values);
-        const removed = await withFile(join(p.stateDir, "vault.age"), async (f) => {
-          const v = await f.open(key);
-          try {
-            return await v.remove(name);
-          } finally {
-            v.lock();
-          }
-        });
+        const removed = await withOpenVault(p, key, (v) => v.remove(name));
         if (!removed) throw new TermadaError("NOT_FOUND", `The vault has no entry "${name}"`);
       }
       await ctx.out(`Removed "${name}".\n`);
@@ -390,7 +392,7 @@ export async function vaultCommand(args: string[], ctx: OperatorContext): Promis
       }
       const p = await paths(values.config);
       if (await daemonAlive(p.socketPath)) await call(p, "POST", "/vault/lock", {});
-      const had = await withFile(join(p.stateDir, "vault.age"), (f) => f.reset());
+      const had = await withFile(p, (f) => f.reset());
       await ctx.out(had ? "The vault is deleted.\n" : "There was no vault.\n");
       return 0;
     }

@@ -129,9 +129,7 @@ export class AgentOps {
 
   /** Fails fast (before anything is reserved) when references cannot be served. */
   #assertVaultUsable(refs: readonly unknown[]): void {
-    if (refs.length === 0) return;
-    const v = this.#vaultOps();
-    if (!v.unlocked) v.listFor("", []); // throws VAULT_LOCKED with the operator's hint
+    if (refs.length > 0) this.#vaultOps().assertUnlocked();
   }
 
   // ── sessions ──────────────────────────────────────────────────────────────
@@ -165,13 +163,7 @@ export class AgentOps {
     // Taken once the session passed the gate (barrier, audit health), right before its shell
     // starts with them in its environment.
     return sessionInfo(
-      await this.#open(owner, spec, () => {
-        const secretEnv: Record<string, string> = {};
-        for (const [k, v] of vault.resolve(owner, refs, where)) {
-          secretEnv[k] = new TextDecoder().decode(v);
-        }
-        return secretEnv;
-      }),
+      await this.#open(owner, spec, () => vault.resolveEnv(owner, refs, where)),
     );
   }
 
@@ -318,8 +310,6 @@ export class AgentOps {
   /** Types input for a job that waits for it; a line into a shell passes the gate first. */
   async write(owner: string, req: ExecWriteInput): Promise<JobAck> {
     const job = this.job(owner, req.job_id);
-    if (req.vault !== undefined) return await this.#writeVault(owner, job, req, req.vault);
-    const input = req.input ?? "";
     if (job.status !== "awaiting_input") {
       throw new TermadaError(
         "NOT_AWAITING_INPUT",
@@ -330,6 +320,8 @@ export class AgentOps {
         },
       );
     }
+    if (req.vault !== undefined) return await this.#writeVault(owner, job, req, req.vault);
+    const input = req.input ?? "";
     const target = this.#engine.jobs.inputTarget(job);
     const onServer = this.#engine.registry.sessionById(job.sessionId)?.remote === true;
     if (onServer) {
@@ -378,13 +370,6 @@ export class AgentOps {
    * an echo nor later output shows it; the audit records `[vault:<entry>]`.
    */
   async #writeVault(owner: string, job: Job, req: ExecWriteInput, entry: string): Promise<JobAck> {
-    if (job.status !== "awaiting_input") {
-      throw new TermadaError(
-        "NOT_AWAITING_INPUT",
-        `Cannot write to job "${job.id}": it is ${job.status}, not waiting for input`,
-        { details: { job_id: job.id }, hint: "Wait with exec_wait until.prompt" },
-      );
-    }
     const target = this.#engine.jobs.inputTarget(job);
     const session = this.#engine.registry.sessionById(job.sessionId);
     const where = session?.target ?? "local";
@@ -399,12 +384,8 @@ export class AgentOps {
         { hint: "Only a one-line value (a password, a token) can answer a prompt" },
       );
     }
-    const value = vault.resolve(owner, [{ entry }], {
-      target: where,
-      use: "input",
-      job_id: job.id,
-      session_id: job.sessionId,
-    }).get(entry)!;
+    const value = vault.resolve(owner, [{ entry }], { ...use, session_id: job.sessionId })
+      .get(entry)!;
     const text = new TextDecoder().decode(value);
     await this.#gateway.admitInput({
       job,
@@ -506,13 +487,7 @@ export class AgentOps {
           ...(res.session ? { session_id: res.session.id } : {}),
         };
         vault.check(owner, refs, where);
-        res.spec.secretSource = () => {
-          const secretEnv: Record<string, string> = {};
-          for (const [k, v] of vault.resolve(owner, refs, where)) {
-            secretEnv[k] = new TextDecoder().decode(v);
-          }
-          return secretEnv;
-        };
+        res.spec.secretSource = () => vault.resolveEnv(owner, refs, where);
       }
       if (verdict.verdict === "confirm") {
         await this.#approvals.park(res, verdict);

@@ -114,7 +114,7 @@ export class VaultOps {
       this.#unlockedBy = by.id;
       this.#protection = "passphrase" in key ? "passphrase" : "identity";
       this.#o.recorder.record(by, "vault.unlocked", {
-        protection: "passphrase" in key ? "passphrase" : "identity",
+        protection: this.#protection,
         entries: v.list().length,
       });
       return this.#changed();
@@ -145,6 +145,11 @@ export class VaultOps {
     const lines = text.split(/\r?\n|\r/).length;
     value.fill(0);
     return { lines };
+  }
+
+  /** VAULT_LOCKED (with the operator's next step) unless the vault is unlocked. */
+  assertUnlocked(): void {
+    this.#unlockedVault();
   }
 
   /** The operator's listing: names, kinds, descriptions, dates and sizes; never values. */
@@ -280,6 +285,17 @@ export class VaultOps {
       });
     }
     return out;
+  }
+
+  /** resolve() for an environment: variable → the value as text. */
+  resolveEnv(
+    agent: string,
+    refs: readonly { variable: string; entry: string }[],
+    where: { target: string; use: VaultUse; job_id?: string; session_id?: string },
+  ): Record<string, string> {
+    const env: Record<string, string> = {};
+    for (const [k, v] of this.resolve(agent, refs, where)) env[k] = new TextDecoder().decode(v);
+    return env;
   }
 
   /** Registers `value` with the daemon-wide redactor, or refuses to hand it out. */

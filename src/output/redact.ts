@@ -3,7 +3,7 @@
  * agent typed) and built-in token patterns. Works on bytes; a chunk without any candidate is
  * returned untouched, so ordinary output costs one byte scan.
  */
-import { invalidArgument } from "../shared/mod.ts";
+import { encodeBase64, invalidArgument } from "../shared/mod.ts";
 
 export interface RedactorOptions {
   /** Built-in token patterns (default true). */
@@ -539,7 +539,7 @@ export class SecretSet {
       for (let skip = 0; skip < 3; skip++) {
         const groups = Math.floor((head.length - skip) / 3);
         if (groups * 4 < MIN_ENCODED_CHARS) continue;
-        const b64 = btoa(binaryString(head.subarray(skip, skip + groups * 3)));
+        const b64 = encodeBase64(head.subarray(skip, skip + groups * 3));
         forms.push(latin1Bytes(b64));
         const url = b64.replaceAll("+", "-").replaceAll("/", "_");
         if (url !== b64) forms.push(latin1Bytes(url));
@@ -564,7 +564,8 @@ const MAX_HELD_SEQUENCE = 4096;
 
 /**
  * The end of the run of escape sequences starting at `i` (the index of the next text byte), or
- * -1 when one of them is not complete within `d`. Same grammar as projectText.
+ * -1 when one of them is not complete within `d` (an unterminated string longer than
+ * MAX_HELD_SEQUENCE counts as running to the end: it is not held).
  */
 function skipSequences(d: Uint8Array, i: number): number {
   const n = d.length;
@@ -610,47 +611,17 @@ function projectText(d: Uint8Array): { text: Uint8Array; map: Int32Array; open: 
   let open = n;
   let i = 0;
   while (i < n) {
-    const b = d[i]!;
-    if (b !== ESC) {
-      text[t] = b;
+    if (d[i] !== ESC) {
+      text[t] = d[i]!;
       map[t++] = i++;
       continue;
     }
-    const start = i;
-    const next = d[i + 1];
-    if (next === undefined) {
-      open = start;
+    const end = skipSequences(d, i);
+    if (end < 0) {
+      open = i;
       break;
     }
-    if (next === 0x5b) {
-      // CSI: parameters and intermediates, then a final byte 0x40–0x7e.
-      let j = i + 2;
-      while (j < n && (d[j]! < 0x40 || d[j]! > 0x7e)) j++;
-      if (j >= n) {
-        open = start;
-        break;
-      }
-      i = j + 1;
-    } else if (next === 0x5d || next === 0x50 || next === 0x58 || next === 0x5e || next === 0x5f) {
-      // A string (OSC, DCS, SOS, PM, APC) up to BEL or ESC \.
-      let j = i + 2;
-      while (j < n && d[j] !== 0x07 && !(d[j] === ESC && d[j + 1] === 0x5c)) j++;
-      if (j >= n || (d[j] === ESC && j + 1 >= n)) {
-        if (n - start <= MAX_HELD_SEQUENCE) open = start;
-        i = n;
-        break;
-      }
-      i = d[j] === 0x07 ? j + 1 : j + 2;
-    } else {
-      // ESC, intermediates (0x20–0x2f), a final byte.
-      let j = i + 1;
-      while (j < n && d[j]! >= 0x20 && d[j]! <= 0x2f) j++;
-      if (j >= n) {
-        open = start;
-        break;
-      }
-      i = j + 1;
-    }
+    i = end;
   }
   return { text: text.subarray(0, t), map, open };
 }

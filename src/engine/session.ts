@@ -19,6 +19,7 @@ import {
 import {
   type ExitStatus,
   killTree,
+  procStat,
   type PtySpawnOptions,
   SIGNAL_NUMBERS,
   signalGroup,
@@ -469,16 +470,26 @@ export class Session {
     if (!pty.remote && this.job && pty.foregroundPgid() === pty.pid) {
       const job = this.job;
       const t0 = Date.now();
+      const shellComm = procStat(pty.pid)?.comm;
       let zoneSince: number | undefined;
+      let handedSince: number | undefined;
       const retry = () => {
         if (job.final || this.#pty !== pty) return;
         const now = Date.now();
         if (this.#zone) zoneSince ??= now;
+        // The terminal was handed over, but until the child has exec'd it is still the shell's
+        // code, whose own SIGINT handling would swallow the signal: wait for the new image
+        // (its name differs), or 300 ms for a child that is a shell itself.
+        const fg = pty.foregroundPgid();
+        if (fg !== undefined && fg !== pty.pid) handedSince ??= now;
+        const execed = handedSince !== undefined &&
+          (procStat(fg!)?.comm !== shellComm || now - handedSince > 300);
         // The program has the terminal; or the command started and still runs in the shell
         // itself (a builtin loop: it never hands over); or a loaded machine took too long.
         if (
-          pty.foregroundPgid() !== pty.pid ||
-          (zoneSince !== undefined && now - zoneSince > 300) || now - t0 > 5000
+          execed ||
+          (handedSince === undefined && zoneSince !== undefined && now - zoneSince > 300) ||
+          now - t0 > 5000
         ) {
           pty.signal(sig, "foreground");
         } else setTimeout(retry, 5);

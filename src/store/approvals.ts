@@ -1,16 +1,21 @@
 /**
- * The `approvals` table: a command held for an operator's decision, and that decision. Expiring
- * the pending ones at a restart is `Store.recover`'s job (it spans tables).
+ * The `approvals` table: a command held for an operator's decision, the votes cast on it (v6) and
+ * that decision. Whether the votes meet the requirements is the approvals book's call
+ * (src/control); this table only keeps them, in order, while the approval is pending. Expiring the
+ * pending ones at a restart is `Store.recover`'s job (it spans tables).
  */
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import type { Clock } from "../shared/mod.ts";
+import { type Clock, invalidArgument, TermadaError } from "../shared/mod.ts";
 import { APPROVAL_STATUSES, type ApprovalStatus } from "../wire/mod.ts";
 import {
   checkCommand,
   checkId,
   checkInt,
+  checkJson,
   checkOneOf,
+  checkStrings,
   checkText,
+  checkTime,
   num,
   numOrNull,
   type Params,
@@ -35,13 +40,50 @@ export interface ApprovalRow {
   decided_by: string | null;
   decision_reason: string | null;
   decided_at: number | null;
+  /** The votes cast while it was pending, oldest first (v6; older rows: none). */
+  votes: Vote[];
+  /** What the decision needs (v6); null: a single operator decides (older rows, simple rules). */
+  requirements: Requirements | null;
 }
 
-/** An approval request as `insert` takes it: it starts pending. */
-export type NewApproval = Omit<
-  ApprovalRow,
-  "status" | "decided_by" | "decision_reason" | "decided_at"
->;
+/** One approver's vote, with the identity facts the book checked the requirements against. */
+export interface Vote {
+  /** Who voted (the operator identity). */
+  by: string;
+  principal: string;
+  roles: string[];
+  /** Authentication methods of the voter's session ("pwd", "mfa", "hwk", …). */
+  amr: string[];
+  approve: boolean;
+  at: number;
+  reason?: string;
+}
+
+/** What an approval needs before it is decided. */
+export interface Requirements {
+  /** Approving votes needed, 1 to MAX_VOTES. */
+  quorum: number;
+  /** Roles of which a voter must hold one (empty: any). */
+  roles: string[];
+  /** Voters must have authenticated with a second factor. */
+  mfa: boolean;
+  /** The requester's own principal may not vote. */
+  exclude_requester: boolean;
+}
+
+/** Most votes one approval holds. */
+export const MAX_VOTES = 16;
+const MAX_ROLES = 32;
+const MAX_AMR = 16;
+const MAX_NAME = 256;
+
+/** An approval request as `insert` takes it: it starts pending, without votes. */
+export type NewApproval =
+  & Omit<
+    ApprovalRow,
+    "status" | "decided_by" | "decision_reason" | "decided_at" | "votes" | "requirements"
+  >
+  & { requirements?: Requirements | null };
 
 /** An operator's (or the system's) decision on a pending approval. */
 export interface ApprovalDecision {
@@ -67,7 +109,47 @@ function toApproval(r: Row): ApprovalRow {
     decided_by: strOrNull(r.decided_by),
     decision_reason: strOrNull(r.decision_reason),
     decided_at: numOrNull(r.decided_at),
+    votes: JSON.parse(str(r.votes)) as Vote[],
+    requirements: r.requirements === null ? null : JSON.parse(str(r.requirements)) as Requirements,
   };
+}
+
+function checkBool(what: string, value: unknown): boolean {
+  if (typeof value !== "boolean") {
+    throw invalidArgument(`Cannot store ${what}: it must be a boolean`);
+  }
+  return value;
+}
+
+function checkName(what: string, value: unknown): string {
+  const s = checkText(what, value, MAX_NAME);
+  if (s === "") throw invalidArgument(`Cannot store ${what}: it is empty`);
+  return s;
+}
+
+/** The vote as stored: its known fields only, each bounded. */
+function checkVote(v: Vote): string {
+  const vote: Vote = {
+    by: checkName("the voter", v.by),
+    principal: checkName("the voter's principal", v.principal),
+    roles: checkStrings("the voter's roles", v.roles, MAX_ROLES, MAX_NAME),
+    amr: checkStrings("the voter's authentication methods", v.amr, MAX_AMR, 64),
+    approve: checkBool("a vote", v.approve),
+    at: checkTime("the time of a vote", v.at),
+  };
+  if (v.reason !== undefined) vote.reason = checkText("the reason of a vote", v.reason);
+  return checkJson("a vote", vote, 16 * 1024);
+}
+
+function checkRequirements(r: Requirements | null | undefined): string | null {
+  if (r === undefined || r === null) return null;
+  const req: Requirements = {
+    quorum: checkInt("the quorum of an approval", r.quorum, 1, MAX_VOTES),
+    roles: checkStrings("the roles of an approval", r.roles, MAX_ROLES, MAX_NAME),
+    mfa: checkBool("the mfa requirement", r.mfa),
+    exclude_requester: checkBool("the exclude_requester requirement", r.exclude_requester),
+  };
+  return checkJson("the requirements of an approval", req, 16 * 1024);
 }
 
 /** The approvals table. Built by `Store` on its connection; reach it as `store.approvals`. */
@@ -80,6 +162,7 @@ export class ApprovalRepo {
   readonly #ofJob: StatementSync;
   readonly #list: StatementSync;
   readonly #listPending: StatementSync;
+  readonly #addVote: StatementSync;
 
   constructor(db: DatabaseSync, clock: Clock, runners: StoreRunners) {
     this.#clock = clock;
@@ -87,9 +170,15 @@ export class ApprovalRepo {
     const p = (sql: string) => db.prepare(sql);
     this.#insert = p(
       `INSERT INTO approvals (id, job_id, owner, session_id, command, rule, reason, status,
-         requested_at, expires_at)
+         requested_at, expires_at, requirements)
        VALUES (:id, :job_id, :owner, :session_id, :command, :rule, :reason, 'pending',
-         :requested_at, :expires_at)`,
+         :requested_at, :expires_at, :requirements)`,
+    );
+    // The check (pending, room left) and the append in one statement.
+    this.#addVote = p(
+      `UPDATE approvals SET votes = json_insert(votes, '$[#]', json(:vote))
+       WHERE id = :id AND status = 'pending' AND json_array_length(votes) < ${MAX_VOTES}
+       RETURNING votes`,
     );
     this.#decide = p(
       `UPDATE approvals SET status = :status, decided_by = :decided_by,
@@ -118,6 +207,7 @@ export class ApprovalRepo {
       reason: a.reason === null ? null : checkText("approval reason", a.reason),
       requested_at: checkInt("requested_at", a.requested_at, 0),
       expires_at: checkInt("expires_at", a.expires_at, 0),
+      requirements: checkRequirements(a.requirements),
     };
     this.#run(`record approval "${a.id}"`, () => this.#insert.run(params));
   }
@@ -134,6 +224,42 @@ export class ApprovalRepo {
       decided_at: this.#clock.now(),
     };
     return this.#run(`decide approval "${id}"`, () => this.#decide.all(params).length === 1);
+  }
+
+  /**
+   * Appends a vote to a pending approval and returns all its votes, oldest first. An unknown
+   * approval is NOT_FOUND; one already decided is INVALID_ARGUMENT (details.state says how); one
+   * that holds MAX_VOTES votes is QUOTA_EXCEEDED (not retriable). Nothing is written then.
+   */
+  addVote(id: string, vote: Vote): Vote[] {
+    const params: Params = { id: checkId("approval id", id), vote: checkVote(vote) };
+    return this.#run(`add a vote to approval "${id}"`, () => {
+      const row = this.#addVote.get(params) as Row | undefined;
+      if (row !== undefined) return JSON.parse(str(row.votes)) as Vote[];
+      const current = this.#get.get({ id }) as Row | undefined;
+      if (current === undefined) {
+        throw new TermadaError("NOT_FOUND", `No approval "${id}"`, {
+          hint: "List the pending approvals",
+        });
+      }
+      const status = str(current.status);
+      if (status !== "pending") {
+        throw new TermadaError(
+          "INVALID_ARGUMENT",
+          `Cannot vote on approval "${id}": it is already ${status}`,
+          { details: { approval_id: id, state: status } },
+        );
+      }
+      throw new TermadaError(
+        "QUOTA_EXCEEDED",
+        `Cannot vote on approval "${id}": it already holds ${MAX_VOTES} votes`,
+        {
+          details: { approval_id: id, state: status },
+          retriable: false,
+          hint: "Decide it, or deny it and request again",
+        },
+      );
+    });
   }
 
   get(id: string): ApprovalRow | undefined {

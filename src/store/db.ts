@@ -2,7 +2,7 @@
  * The connection to the daemon's one SQLite file (`node:sqlite`, WAL): opening and migrating it,
  * transactions, the error mapping every repository shares, and `recover`, which spans tables.
  * Each table's statements live in its repository (agents.ts, sessions.ts, jobs.ts, approvals.ts,
- * missions.ts), prepared once on this connection.
+ * missions.ts, governance.ts), prepared once on this connection.
  */
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
@@ -11,6 +11,7 @@ import { ACTIVE_JOB_STATUSES } from "../wire/mod.ts";
 import { checkText, type Params, type Row, storeError, type StoreRunners, str } from "./_checks.ts";
 import { AgentRepo } from "./agents.ts";
 import { ApprovalRepo } from "./approvals.ts";
+import { ActionRepo, BudgetRepo, GOVERNANCE_MIGRATION, GrantRepo } from "./governance.ts";
 import { JobRepo } from "./jobs.ts";
 import { MISSIONS_MIGRATION, MissionStore } from "./missions.ts";
 import { SessionRepo } from "./sessions.ts";
@@ -30,6 +31,11 @@ export interface Recovery {
   orphanedJobs: string[];
   /** Sessions that were open: now closed. */
   closedSessions: string[];
+  /**
+   * Actions that were still admitted: now `outcome_unknown` (their reservations stay held until
+   * an operator reconciles them).
+   */
+  unknownActions: string[];
 }
 
 /**
@@ -105,6 +111,8 @@ export const MIGRATIONS: readonly string[] = [
   // v5: no index on jobs.status — every job's start and end paid for it, and only the start-up
   // recovery (a scan of at most finished_per_agent rows per agent) read it.
   `DROP INDEX IF EXISTS jobs_status;`,
+  // v6: governance — actions, the budget ledger, grants; approvals' votes and requirements.
+  GOVERNANCE_MIGRATION,
 ];
 
 /** The schema version this build writes. */
@@ -142,7 +150,8 @@ function prepareFile(path: string): void {
 /**
  * The durable state. Open one per daemon (the daemon's lock guarantees a single writer); the
  * caller must close it. Not safe to share across workers. Its tables are reached through one
- * repository each, all on this connection: `agents`, `sessions`, `jobs`, `approvals`, `missions`.
+ * repository each, all on this connection: `agents`, `sessions`, `jobs`, `approvals`, `missions`,
+ * `actions`, `budgets`, `grants`.
  *
  * Locking: exclusive. The daemon's connection holds the database until it closes; any other
  * process that opens the file gets SQLITE_BUSY.
@@ -168,6 +177,7 @@ export class Store {
   readonly #denyParkedJobs: StatementSync;
   readonly #orphanJobs: StatementSync;
   readonly #closeSessions: StatementSync;
+  readonly #unknownActions: StatementSync;
 
   readonly agents: AgentRepo;
   readonly sessions: SessionRepo;
@@ -175,6 +185,12 @@ export class Store {
   readonly approvals: ApprovalRepo;
   /** Missions, their steps, session attempts and audit anchors. */
   readonly missions: MissionStore;
+  /** Admitted actions and their outcomes. */
+  readonly actions: ActionRepo;
+  /** The budget ledger's usage and reservations. */
+  readonly budgets: BudgetRepo;
+  /** Single-use grants approvals issue. */
+  readonly grants: GrantRepo;
 
   private constructor(db: DatabaseSync, clock: Clock) {
     this.#db = db;
@@ -204,6 +220,10 @@ export class Store {
       `UPDATE sessions SET state = 'closed', closed_at = :now, close_reason = :reason
        WHERE state = 'open' RETURNING id`,
     );
+    this.#unknownActions = p(
+      `UPDATE actions SET state = 'outcome_unknown', ended_at = :now
+       WHERE state = 'admitted' RETURNING id`,
+    );
     const runners: StoreRunners = {
       run: (action, fn) => this.#run(action, fn),
       tx: (action, fn) => this.#run(action, () => this.#transaction(action, fn)),
@@ -213,6 +233,9 @@ export class Store {
     this.jobs = new JobRepo(db, runners);
     this.approvals = new ApprovalRepo(db, clock, runners);
     this.missions = new MissionStore(db, clock, runners);
+    this.actions = new ActionRepo(db, clock, runners);
+    this.budgets = new BudgetRepo(db, runners);
+    this.grants = new GrantRepo(db, clock, runners);
   }
 
   /**
@@ -315,7 +338,9 @@ export class Store {
   /**
    * At daemon start, in one transaction: every pending approval expires and the job parked for
    * it is denied (it never ran); every job still running or awaiting input becomes "orphaned"
-   * with `reason`, ended_at now; every open session is closed with close_reason `reason`.
+   * with `reason`, ended_at now; every open session is closed with close_reason `reason`; every
+   * action still admitted becomes "outcome_unknown" (ended_at now) and keeps its reservations: an
+   * operator's reconcile settles them.
    */
   recover(reason: string): Recovery {
     const now = this.#clock.now();
@@ -331,7 +356,8 @@ export class Store {
           const deniedJobs = ids(this.#denyParkedJobs, expiry);
           const orphanedJobs = ids(this.#orphanJobs, params);
           const closedSessions = ids(this.#closeSessions, params);
-          return { expiredApprovals, deniedJobs, orphanedJobs, closedSessions };
+          const unknownActions = ids(this.#unknownActions, { now });
+          return { expiredApprovals, deniedJobs, orphanedJobs, closedSessions, unknownActions };
         }),
     );
   }

@@ -31,7 +31,7 @@ Deno.test("Store.open creates a 0600 WAL database at the current schema and reop
       store.close();
     }
     assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
-    assert.equal(SCHEMA_VERSION, 5);
+    assert.equal(SCHEMA_VERSION, 6);
     assert.equal(pragma(path, "journal_mode"), "wal");
 
     const again = Store.open(path);
@@ -131,6 +131,51 @@ Deno.test("Store.open migrates a v3 database to the current schema: jobs keep th
   });
 });
 
+Deno.test("Store.open migrates a v5 database to v6: approvals keep their rows, with no votes and no requirements", () => {
+  withDb((path, dir) => {
+    Deno.mkdirSync(`${dir}/state`);
+    const v5 = new DatabaseSync(path);
+    try {
+      for (const sql of MIGRATIONS.slice(0, 5)) v5.exec(sql);
+      v5.exec("PRAGMA user_version = 5");
+      v5.prepare(
+        `INSERT INTO approvals (id, job_id, owner, session_id, command, rule, reason, status,
+           requested_at, expires_at, decided_by, decision_reason, decided_at)
+         VALUES ('apr_old', 'job_old', 'alice', 'ses_a', '["rm","-rf","x"]', 'rm *', 'confirm',
+           'approved', 10, 20, 'operator:cli', 'ok', 15),
+           ('apr_wait', 'job_wait', 'alice', 'ses_a', '["ls"]', NULL, NULL, 'pending', 30, 90,
+           NULL, NULL, NULL)`,
+      ).run();
+    } finally {
+      v5.close();
+    }
+    using store = Store.open(path);
+    assert.deepEqual(store.approvals.get("apr_old"), {
+      id: "apr_old",
+      job_id: "job_old",
+      owner: "alice",
+      session_id: "ses_a",
+      command: ["rm", "-rf", "x"],
+      rule: "rm *",
+      reason: "confirm",
+      status: "approved",
+      requested_at: 10,
+      expires_at: 20,
+      decided_by: "operator:cli",
+      decision_reason: "ok",
+      decided_at: 15,
+      votes: [],
+      requirements: null,
+    });
+    // The migrated pending row takes votes like a new one; the new tables are there and empty.
+    const vote = { by: "op", principal: "op", roles: [], amr: [], approve: true, at: 40 };
+    assert.deepEqual(store.approvals.addVote("apr_wait", vote), [vote]);
+    assert.deepEqual(store.actions.list({ limit: 10 }), []);
+    assert.deepEqual(store.grants.forAction("job_wait"), []);
+    assert.equal(store.budgets.used("p/b", "global", 0), 0);
+  });
+});
+
 Deno.test("Store.open refuses a database written by a newer schema, with a hint", () => {
   withDb((path) => {
     Store.open(path).close();
@@ -181,6 +226,9 @@ Deno.test("close is idempotent and a closed store refuses work in every reposito
     assert.throws(() => store.jobs.finish("job_1", FINAL, { id: "s", cwd: "/" }), /closed/);
     assert.throws(() => store.approvals.list({ limit: 1 }), /the store is closed/);
     assert.throws(() => store.missions.list({ limit: 1 }), /the store is closed/);
+    assert.throws(() => store.actions.list({ limit: 1 }), /the store is closed/);
+    assert.throws(() => store.budgets.used("p/b", "global", 0), /the store is closed/);
+    assert.throws(() => store.grants.consume("grt_1", "act_1", "h", 1), /the store is closed/);
     assert.throws(() => store.transaction(() => 1), /the store is closed/);
     assert.throws(() => store.recover("restart"), /the store is closed/);
   });
@@ -289,6 +337,7 @@ Deno.test("recover orphans unfinished jobs, denies parked ones and closes open s
       "deniedJobs",
       "orphanedJobs",
       "closedSessions",
+      "unknownActions",
     ]);
     assert.deepEqual(result.orphanedJobs.sort(), ["job_run", "job_wait"]);
     // A job parked for approval never ran: it is denied, not orphaned.
@@ -315,6 +364,7 @@ Deno.test("recover orphans unfinished jobs, denies parked ones and closes open s
       closedSessions: [],
       expiredApprovals: [],
       deniedJobs: [],
+      unknownActions: [],
     });
   });
 });

@@ -3,7 +3,8 @@
  * user_version; every write one statement or one transaction; `recover` turns what was running
  * before a restart into "orphaned") and reaches each table through one repository on it:
  * `store.agents`, `store.sessions`, `store.jobs` (with a small job's whole output inline),
- * `store.approvals`, `store.missions`. This folder owns the database file only: it runs no
+ * `store.approvals`, `store.missions`, and the governance tables `store.actions`,
+ * `store.budgets`, `store.grants`. This folder owns the database file only: it runs no
  * processes, knows no shells, decides nothing about retention (callers say what to keep), and
  * keeps no output files (the spool is in src/output).
  */
@@ -34,8 +35,38 @@ export {
   type ApprovalDecision,
   type ApprovalRepo,
   type ApprovalRow,
+  MAX_VOTES,
   type NewApproval,
+  type Requirements,
+  type Vote,
 } from "./approvals.ts";
+export {
+  ACTION_KINDS,
+  ACTION_STATES,
+  type ActionFilter,
+  type ActionFinal,
+  type ActionKind,
+  type ActionReconcile,
+  type ActionRepo,
+  type ActionRow,
+  type ActionState,
+  BUDGET_METRICS,
+  type BudgetMetric,
+  type BudgetRepo,
+  type GrantConsumption,
+  type GrantRepo,
+  type GrantRow,
+  MAX_ACTION_HASH_LENGTH,
+  MAX_NAME_LENGTH,
+  MAX_OUTCOME_JSON_BYTES,
+  MAX_SCOPE_KEY_LENGTH,
+  MAX_SUMMARY_JSON_BYTES,
+  MAX_SUMMARY_LINES,
+  type NewAction,
+  type NewGrant,
+  type ReservationRow,
+  type WindowUsage,
+} from "./governance.ts";
 export {
   type MissionRecordRow,
   type MissionRow,

@@ -1,0 +1,58 @@
+/**
+ * Governance: what makes Termada's record of events trustworthy beyond its own machine. Today it
+ * owns the signed anchors of the audit chain (the signing key, the local anchors file, delivery
+ * to receivers, the offline check). It does not write the audit log (src/audit does) and does not
+ * read the config (the daemon passes parsed options).
+ */
+export {
+  type Anchor,
+  ANCHOR_KEY_FILE,
+  ANCHOR_PUBLIC_KEY_FILE,
+  ANCHOR_SIGNING_DOMAIN,
+  anchorKeyId,
+  type AnchorLog,
+  type AnchorReceiver,
+  type AnchorReceiverStatus,
+  type AnchorRetry,
+  ANCHORS_DIR,
+  ANCHORS_FILE,
+  AnchorService,
+  type AnchorServiceOptions,
+  type AnchorStatus,
+  type AnchorVerifyFailure,
+  type AnchorVerifyResult,
+  DEFAULT_RECEIVER_TIMEOUT_MS,
+  DEFAULT_RETRY,
+  MAX_PENDING_ANCHORS,
+  MAX_RECEIPT_BODY_BYTES,
+  OUTBOX_FILE,
+  RECEIPTS_FILE,
+  verifyAnchors,
+  type VerifyAnchorsOptions,
+} from "./anchors.ts";
+export {
+  JWT_ALGORITHMS,
+  JWT_LIMITS,
+  type JwtAlgorithm,
+  JwtError,
+  type JwtErrorReason,
+  type JwtTrust,
+  JwtVerifier,
+  looksLikeJwt,
+  type VerifiedClaims,
+} from "./jwt.ts";
+export {
+  BUDGET_METRICS,
+  BUDGET_SCOPES,
+  type BudgetExceededDetails,
+  BudgetLedger,
+  type BudgetMetric,
+  type BudgetOutcome,
+  type BudgetRule,
+  type BudgetScope,
+  type BudgetSubject,
+  type BudgetUsage,
+  type CostEstimate,
+  MAX_RULES_PER_ADMISSION,
+  MAX_USAGE_KEYS_PER_BUDGET,
+} from "./budgets.ts";

@@ -25,7 +25,20 @@ const ALLOWED: Record<string, string[]> = {
   engine: ["shared", "wire", "output", "pty", "shell", "sandbox"],
   // Beside the engine: SSH mechanics, and the remote launcher the engine starts sessions with.
   remote: ["shared", "config", "engine", "pty", "shell"],
-  control: ["shared", "wire", "engine", "output", "store", "audit", "policy", "remote", "vault"],
+  // Identity trust, budgets and anchors (src/governance): durable state through the store only.
+  governance: ["shared", "wire", "store", "audit"],
+  control: [
+    "shared",
+    "wire",
+    "engine",
+    "output",
+    "store",
+    "audit",
+    "policy",
+    "remote",
+    "vault",
+    "governance",
+  ],
   mission: ["shared", "wire", "control", "store", "audit", "shell"],
   mcp: ["shared", "wire", "control", "mission"],
   api: ["shared", "wire", "control", "mcp", "mission", "vault"],
@@ -47,8 +60,9 @@ const ALLOWED: Record<string, string[]> = {
     "mcp",
     "api",
     "vault",
+    "governance",
   ],
-  cli: ["shared", "wire", "config", "audit", "client", "daemon", "vault"],
+  cli: ["shared", "wire", "config", "audit", "client", "daemon", "vault", "governance"],
 };
 
 /** The edges: what agents and operators talk to. None of them may import the engine. */

@@ -9,7 +9,14 @@ import type { Control } from "../control/mod.ts";
 import type { MissionService } from "../mission/mod.ts";
 import { logger } from "../shared/mod.ts";
 import { type DashboardFiles, dashboardRoutes } from "./dashboard.ts";
-import { type AppEnv, errorResponse, loopbackOnly, operatorGuard, problem } from "./http.ts";
+import {
+  type AppEnv,
+  errorResponse,
+  loopbackOnly,
+  type OperatorCredentials,
+  operatorGuard,
+  problem,
+} from "./http.ts";
 import { type AgentDirectory, mountMcp } from "./mcp_http.ts";
 import { type OperatorOptions, operatorRoutes } from "./operator.ts";
 
@@ -24,9 +31,11 @@ export interface AppOptions {
   /** TCP port, for the Host check (0 when there is no TCP listener). */
   port: number;
   /** Called when an agent connects (for the agents table). */
-  onAgent?: (id: string, via: "token" | "dev") => void;
+  onAgent?: (id: string, via: string) => void;
   /** The operator (dashboard) token; `/api` answers only with it. */
   operatorToken?: string;
+  /** Roles of the static token, operator JWTs, refusals (docs/GOVERNANCE.md). */
+  operatorAuth?: Omit<OperatorCredentials, "token">;
   /** Dashboard files (tests); default: read from `dashboard/` once. */
   dashboardFiles?: DashboardFiles;
   /** Operator routes under /api (approvals, stop-all, audit); absent → 404. */
@@ -81,6 +90,7 @@ export function createApp(options: AppOptions): TermadaApp {
         operators: control.operators,
         ...(options.missions ? { missions: options.missions } : {}),
         operatorToken: options.operatorToken,
+        operatorAuth: options.operatorAuth,
         version: options.version,
       }),
     );
@@ -88,7 +98,12 @@ export function createApp(options: AppOptions): TermadaApp {
 
   // Prometheus text metrics for the operator's monitoring (operator token, like /api).
   const started = Date.now();
-  if (options.operatorToken) app.use("/metrics", operatorGuard(options.operatorToken, "Metrics"));
+  if (options.operatorToken) {
+    app.use(
+      "/metrics",
+      operatorGuard({ ...options.operatorAuth, token: options.operatorToken }, "Metrics"),
+    );
+  }
   app.get("/metrics", (c) => {
     if (!options.operatorToken) {
       return problem(c, 401, "UNAUTHORIZED", "Metrics need the operator token");

@@ -12,6 +12,7 @@ import {
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { type AgentApi, testRuntime } from "../control/_test_util.ts";
 import { type AgentDirectory, createApp, type Listener, type TermadaApp } from "./mod.ts";
+import { testDirectory } from "./_test_app.ts";
 
 const PORT = 47_123;
 const HOST = `127.0.0.1:${PORT}`;
@@ -25,19 +26,17 @@ const OPERATOR_TOKEN = "fedcba9876543210fedcba9876543210";
 const SOCKET_KEY = "5".repeat(64);
 
 function directory(devMode: boolean): AgentDirectory {
-  const byToken = new Map([[CI_TOKEN, "ci"]]);
-  return {
+  return testDirectory({
     devMode,
     devKey: (key) => key === SOCKET_KEY,
-    agentForToken: (token) => byToken.get(token),
-    isConfigured: (id) => id === "ci",
-  };
+    tokens: new Map([[CI_TOKEN, "ci"]]),
+  });
 }
 
 interface TestApp extends AsyncDisposable {
   app: TermadaApp;
   engine: AgentApi;
-  agents: [string, "token" | "dev"][];
+  agents: [string, string][];
   /** One request through the app as `listener` delivers it. The caller consumes the body. */
   request(listener: Listener, path: string, init?: RequestInit): Promise<Response>;
 }
@@ -46,7 +45,7 @@ async function testApp(
   options: { devMode?: boolean; maxMcpSessions?: number } = {},
 ): Promise<TestApp> {
   const te = await testRuntime();
-  const agents: [string, "token" | "dev"][] = [];
+  const agents: [string, string][] = [];
   const app = createApp({
     control: te.control,
     version: VERSION,

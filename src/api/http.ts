@@ -5,7 +5,7 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import type { z } from "zod";
-import type { Actor } from "../control/mod.ts";
+import type { Actor, OperatorAuth } from "../control/mod.ts";
 import {
   bearerToken,
   type ErrorCode,
@@ -16,7 +16,28 @@ import {
 import { parseInput } from "../wire/mod.ts";
 
 export type Listener = "unix" | "tcp";
-export type AppEnv = { Bindings: { listener: Listener } };
+export type AppEnv = {
+  Bindings: { listener: Listener };
+  Variables: { operatorAuth?: OperatorAuth };
+};
+
+/**
+ * How operators prove who they are: the static operator token (the CLI's and the dashboard's;
+ * one principal, `operator`, with `roles`), or an operator JWT (`security.operator_jwt`):
+ * its subject, tenant, roles, `amr` and delegation.
+ */
+export interface OperatorCredentials {
+  token: string;
+  /** Roles the static token holds (`security.operator_token_roles`). */
+  roles?: readonly string[];
+  /** Verifies an operator JWT; throws (with a reason) to refuse it. */
+  jwt?: (token: string) => Promise<OperatorAuth>;
+  /** A refused operator credential (audited by the daemon). */
+  refused?: (reason: string) => void;
+}
+
+/** The static token's identity: one principal whatever name the client gives itself. */
+export const TOKEN_PRINCIPAL = "operator";
 
 type Status = 400 | 401 | 403 | 404 | 409 | 413 | 423 | 429 | 500 | 501 | 502 | 503;
 
@@ -88,11 +109,20 @@ export function query<S extends z.ZodType>(c: Context<AppEnv>, schema: S): z.out
   return parseInput(schema, q);
 }
 
-/** Who the operator is (the dashboard and CLI name themselves; the token proved the role). */
+/**
+ * Who the operator is: an operator JWT's subject; with the static token, the name the dashboard
+ * or CLI gives (shown in records) — but approvals count the token as one principal.
+ */
 export function operatorOf(c: Context<AppEnv>): Actor {
+  const auth = c.get("operatorAuth");
+  if (auth?.via === "jwt") return { kind: "operator", id: auth.principal.slice(0, 256), auth };
   const raw = c.req.header("x-termada-operator") ?? "operator";
   const id = raw.toLowerCase().replace(/[^a-z0-9_.@-]+/g, "-").slice(0, 64) || "operator";
-  return { kind: "operator", id };
+  return {
+    kind: "operator",
+    id,
+    auth: auth ?? { via: "token", principal: TOKEN_PRINCIPAL, roles: [], amr: [] },
+  };
 }
 
 /** On TCP the Host and Origin must be this loopback listener (DNS rebinding, CSRF). */
@@ -117,18 +147,40 @@ export function hasToken(c: Context<AppEnv>, token: string): boolean {
   return t !== undefined && sameSecret(t, token);
 }
 
-/** Refuses (401) what does not carry the operator token. */
-export function operatorGuard(token: string, what: string): MiddlewareHandler<AppEnv> {
+/** Refuses (401) what carries neither the operator token nor a valid operator JWT. */
+export function operatorGuard(
+  creds: OperatorCredentials | string,
+  what: string,
+): MiddlewareHandler<AppEnv> {
+  const o: OperatorCredentials = typeof creds === "string" ? { token: creds } : creds;
   return async (c, next): Promise<Response | void> => {
-    if (!hasToken(c, token)) {
-      return problem(
-        c,
-        401,
-        "UNAUTHORIZED",
-        `${what} need the operator token`,
-        "termada CLI commands send it for you (it lives in the state directory)",
-      );
+    const presented = bearerToken(c.req.header("authorization"));
+    if (presented !== undefined && sameSecret(presented, o.token)) {
+      c.set("operatorAuth", {
+        via: "token",
+        principal: TOKEN_PRINCIPAL,
+        roles: [...(o.roles ?? [])],
+        amr: [],
+      });
+      return await next();
     }
-    await next();
+    if (presented !== undefined && o.jwt && presented.split(".").length === 3) {
+      try {
+        c.set("operatorAuth", await o.jwt(presented));
+        return await next();
+      } catch (err) {
+        const reason = (err as { reason?: string }).reason ?? "invalid";
+        o.refused?.(`operator JWT refused (${reason})`);
+        return problem(c, 401, "UNAUTHORIZED", `${what}: the operator JWT was refused (${reason})`);
+      }
+    }
+    if (presented !== undefined) o.refused?.("unknown operator credential");
+    return problem(
+      c,
+      401,
+      "UNAUTHORIZED",
+      `${what} need the operator token or an operator JWT`,
+      "termada CLI commands send it for you (it lives in the state directory)",
+    );
   };
 }

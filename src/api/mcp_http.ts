@@ -15,13 +15,36 @@ import { type AppEnv, problem } from "./http.ts";
 
 const log = logger("api");
 
+/** Who a caller proved to be. */
+export interface CallerIdentity {
+  agent: string;
+  /** The person or team behind it (a JWT's subject; a configured agent's `principal`). */
+  principal: string;
+  tenant?: string;
+  via: "token" | "jwt" | "dev";
+  /** A JWT's expiry (epoch ms): its MCP session ends then. */
+  expiresAt?: number;
+}
+
 export interface AgentDirectory {
-  /** Agent id for a configured token, or undefined. Compare in constant time. */
-  agentForToken(token: string): string | undefined;
-  /** True when the id belongs to a configured (token) agent: dev mode may not claim it. */
+  /**
+   * A credential (static token or agent JWT) → who it proves, or why it is refused (the
+   * refusal is audited by the directory; never the credential). Tokens compared in constant time.
+   */
+  authenticate(
+    credential: string,
+    transport: string,
+  ): Promise<CallerIdentity | { error: string }>;
+  /** A dev-mode agent that named itself (the directory remembers it). */
+  devIdentity(agent: string): CallerIdentity;
+  /** A caller with no credential where one is required (audited). */
+  noCredential(transport: string): void;
+  /** True when the id belongs to a configured agent: dev mode may not claim it. */
   isConfigured(id: string): boolean;
   /** Development mode: agents on the Unix socket may identify themselves without a token. */
   devMode: boolean;
+  /** Strict identity mode (docs/GOVERNANCE.md). */
+  strict: boolean;
   /**
    * Whether `key` is the socket key (`<mcp socket>.key`, 0600, in a directory no session can
    * reach): naming oneself in development mode needs it, so a process inside a session — which
@@ -35,9 +58,9 @@ export interface McpEndpointOptions {
   /** Everything a per-agent MCP server needs but the agent's id. */
   server: Omit<McpServerOptions, "agent">;
   /** A connection of `agent` opened; the returned function is called when it closes. */
-  attach?: (agent: string, via: "token" | "dev") => () => void;
+  attach?: (agent: string, via: CallerIdentity["via"]) => () => void;
   /** Called when an agent connects (for the agents table). */
-  onAgent?: (id: string, via: "token" | "dev") => void;
+  onAgent?: (id: string, via: CallerIdentity["via"]) => void;
   maxSessions?: number;
 }
 
@@ -46,6 +69,8 @@ interface McpSession {
   server: Server;
   agent: string;
   detach: () => void;
+  /** A JWT session ends when its token expires (epoch ms). */
+  expiresAt?: number;
 }
 
 const AGENT_ID = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
@@ -90,6 +115,11 @@ export function mountMcp(app: Hono<AppEnv>, options: McpEndpointOptions): McpEnd
       if (identity.named && s.agent !== identity.agent) {
         return problem(c, 403, "FORBIDDEN", "This MCP session belongs to another agent");
       }
+      if (s.expiresAt !== undefined && Date.now() >= s.expiresAt) {
+        drop(sid);
+        s.transport.close().catch(() => {/* closing drops streams; nothing to report */});
+        return problem(c, 401, "UNAUTHORIZED", "The agent JWT of this MCP session expired");
+      }
       // Map order is recency order (least recently used first): move the session to the end.
       sessions.delete(sid);
       sessions.set(sid, s);
@@ -112,7 +142,13 @@ export function mountMcp(app: Hono<AppEnv>, options: McpEndpointOptions): McpEnd
         // not cost another agent its session.
         evictIfFull();
         const detach = options.attach?.(agent, identity.via) ?? (() => {});
-        sessions.set(id, { transport, server, agent, detach });
+        sessions.set(id, {
+          transport,
+          server,
+          agent,
+          detach,
+          ...(identity.expiresAt ? { expiresAt: identity.expiresAt } : {}),
+        });
         options.onAgent?.(agent, identity.via);
         log.info("agent connected", { agent, via: identity.via, listener: c.env?.listener });
       },
@@ -148,7 +184,13 @@ export function mountMcp(app: Hono<AppEnv>, options: McpEndpointOptions): McpEnd
 }
 
 type Identity =
-  | { agent: string; via: "token" | "dev"; named: boolean; body: unknown }
+  | {
+    agent: string;
+    via: CallerIdentity["via"];
+    named: boolean;
+    body: unknown;
+    expiresAt?: number;
+  }
   | { error: Response };
 
 /**
@@ -165,12 +207,17 @@ async function identify(c: Context<AppEnv>, agents: AgentDirectory): Promise<Ide
     }
   }
   const auth = c.req.header("authorization");
-  let tokenAgent: string | undefined;
+  const transport = `http/${c.env?.listener ?? "tcp"}`;
+  let caller: CallerIdentity | undefined;
   if (auth !== undefined) {
     const token = bearerToken(auth);
-    tokenAgent = token === undefined ? undefined : agents.agentForToken(token);
-    if (!tokenAgent) return { error: problem(c, 401, "UNAUTHORIZED", "Unknown agent token") };
+    const who = token === undefined
+      ? { error: "Malformed Authorization header" }
+      : await agents.authenticate(token, transport);
+    if ("error" in who) return { error: problem(c, 401, "UNAUTHORIZED", who.error) };
+    caller = who;
   } else if (c.env?.listener !== "unix" || !agents.devMode) {
+    agents.noCredential(transport);
     return {
       error: problem(
         c,
@@ -193,8 +240,17 @@ async function identify(c: Context<AppEnv>, agents: AgentDirectory): Promise<Ide
       return { error: rpcError(c, 400, -32600, `Invalid Request: ${shape}`) };
     }
   }
-  if (tokenAgent) return { agent: tokenAgent, via: "token", named: true, body };
+  if (caller) {
+    return {
+      agent: caller.agent,
+      via: caller.via,
+      named: true,
+      body,
+      ...(caller.expiresAt ? { expiresAt: caller.expiresAt } : {}),
+    };
+  }
   if (!agents.devKey(c.req.header("x-termada-key"))) {
+    agents.noCredential(transport);
     return {
       error: problem(
         c,
@@ -212,6 +268,7 @@ async function identify(c: Context<AppEnv>, agents: AgentDirectory): Promise<Ide
   if (agents.isConfigured(agent)) {
     return { error: problem(c, 401, "UNAUTHORIZED", `Agent "${agent}" has a token: present it`) };
   }
+  agents.devIdentity(agent);
   return { agent, via: "dev", named: header !== undefined, body };
 }
 

@@ -7,4 +7,9 @@
  */
 export { type AppOptions, createApp, reportedLimits, type TermadaApp } from "./app.ts";
 export { type AppEnv, type Listener } from "./http.ts";
-export { type AgentDirectory, agentIdFromName, MAX_BODY_BYTES } from "./mcp_http.ts";
+export {
+  type AgentDirectory,
+  agentIdFromName,
+  type CallerIdentity,
+  MAX_BODY_BYTES,
+} from "./mcp_http.ts";

@@ -34,30 +34,51 @@ import {
 } from "../wire/mod.ts";
 import { parseIdentityFile } from "../vault/mod.ts";
 import { decodeBase64 } from "../shared/mod.ts";
-import { type AppEnv, body, operatorGuard, operatorOf, query } from "./http.ts";
+import {
+  type AppEnv,
+  body,
+  type OperatorCredentials,
+  operatorGuard,
+  operatorOf,
+  query,
+} from "./http.ts";
 import { eventsStream, terminalStream } from "./streams.ts";
 import { z } from "zod";
 
 export interface OperatorOptions {
   operators: OperatorOps;
   operatorToken: string;
+  operatorAuth?: Omit<OperatorCredentials, "token">;
   version: string;
   /** Recent audit records (oldest first). */
   auditTail?: (n: number) => unknown[];
   /** Full verification of the audit chain. */
   auditVerify?: () => unknown;
+  /** Signed anchors of the audit chain: status, and one made now (docs/AUDIT.md). */
+  anchors?: { status(): unknown; anchorNow(): Promise<unknown> };
   /** Live events (the audit records as they are written). */
   bus?: EventBus;
   /** Mission Control (every agent's missions, reports, cancel). */
   missions?: MissionService;
   /** The effective policies (read-only view; never tokens). */
   policy?: () => Record<string, unknown>;
+  /** Re-reads the config file and applies its policies and identities (all or nothing). */
+  reloadPolicy?: () => Promise<unknown>;
   /** The loopback TCP port, when there is a TCP listener (for links such as `termada dashboard`). */
   port?: number;
   /** SSE keep-alive period (default 15 s). */
   keepAliveMs?: number;
 }
 
+const ActionsQuery = z.strictObject({
+  state: z.enum(["admitted", "succeeded", "failed", "released", "outcome_unknown"]).optional(),
+  owner: z.string().max(64).optional(),
+  limit: z.coerce.number().int().min(1).max(1000).optional(),
+});
+const ReconcileInput = z.strictObject({
+  state: z.enum(["succeeded", "failed"]),
+  note: z.string().min(1).max(1000),
+});
 const JobsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(1000).optional() });
 const AuditQuery = z.strictObject({ n: z.coerce.number().int().min(1).max(10_000).optional() });
 const ReportQuery = z.strictObject({ format: z.enum(["markdown", "json"]).optional() });
@@ -68,7 +89,10 @@ const MissionsQuery = z.strictObject({
 
 export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
   const api = new Hono<AppEnv>();
-  api.use("*", operatorGuard(options.operatorToken, "Operator routes"));
+  api.use(
+    "*",
+    operatorGuard({ ...options.operatorAuth, token: options.operatorToken }, "Operator routes"),
+  );
   const ops = options.operators;
 
   api.get("/status", (c) =>
@@ -93,10 +117,34 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
     if (!options.policy) throw new TermadaError("NOT_SUPPORTED", "No policy");
     return c.json(options.policy());
   });
+  // ── governance: admitted actions, reconcile, budgets (docs/GOVERNANCE.md) ──
+  api.get("/actions", (c) => {
+    const q = query(c, ActionsQuery);
+    return c.json({ actions: ops.actions(q) });
+  });
+  api.post("/actions/:id/reconcile", async (c) => {
+    const b = await body(c, ReconcileInput);
+    return c.json(await ops.reconcile(operatorOf(c), c.req.param("id"), b.state, b.note));
+  });
+  api.get("/budgets", (c) => c.json({ budgets: ops.budgets() }));
+  api.post("/policy/reload", async (c) => {
+    await body(c, z.strictObject({}));
+    if (!options.reloadPolicy) throw new TermadaError("NOT_SUPPORTED", "No config file to reload");
+    return c.json(await options.reloadPolicy());
+  });
   api.post("/approvals/:id/approve", async (c) => {
     const b = await body(c, DecisionInput);
-    await ops.approve(operatorOf(c), c.req.param("id"), b.reason);
-    return c.json({ ok: true, approval_id: c.req.param("id"), approved: true } satisfies Decision);
+    const r = await ops.approve(operatorOf(c), c.req.param("id"), b.reason);
+    return c.json(
+      {
+        ok: true,
+        approval_id: c.req.param("id"),
+        approved: r.status === "approved",
+        status: r.status,
+        votes: r.votes,
+        quorum: r.quorum,
+      } satisfies Decision,
+    );
   });
   api.post("/approvals/:id/deny", async (c) => {
     const b = await body(c, DecisionInput);
@@ -230,6 +278,15 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
   api.get("/audit", (c) => {
     if (!options.auditTail) throw new TermadaError("NOT_SUPPORTED", "No audit log");
     return c.json({ records: options.auditTail(query(c, AuditQuery).n ?? 50) });
+  });
+  api.get("/audit/anchors", (c) => {
+    if (!options.anchors) throw new TermadaError("NOT_SUPPORTED", "No audit anchors");
+    return c.json(options.anchors.status() as Record<string, unknown>);
+  });
+  api.post("/audit/anchor", async (c) => {
+    await body(c, z.strictObject({}));
+    if (!options.anchors) throw new TermadaError("NOT_SUPPORTED", "No audit anchors");
+    return c.json((await options.anchors.anchorNow()) as Record<string, unknown>);
   });
   api.get("/audit/verify", (c) => {
     if (!options.auditVerify) throw new TermadaError("NOT_SUPPORTED", "No audit log");

@@ -88,7 +88,36 @@ export interface AuditEvents {
     command?: string[];
     approved: boolean;
     reason?: string;
+    /** Who approved it (each a distinct principal) when a quorum decided. */
+    approvers?: string[];
   };
+  // ── governance (docs/GOVERNANCE.md) ──
+  /** One approver's vote, with how they proved who they are. */
+  "approval.vote": {
+    approval_id: string;
+    job_id: string;
+    approve: boolean;
+    principal: string;
+    via: string;
+    roles: string[];
+    amr: string[];
+    delegation?: string[];
+    votes: number;
+    quorum: number;
+    reason?: string;
+  };
+  /** An approved action was refused when it was about to run (policy changed, grant replayed). */
+  "approval.consume_refused": { approval_id: string; job_id: string; reason: string };
+  /** A caller was refused before it got an identity (never the credential). */
+  "auth.refused": { transport: string; reason: string; agent?: string; suppressed?: number };
+  "policy.reloaded": {
+    path: string;
+    policies: string[];
+    agents: string[];
+    restart_needed: string[];
+  };
+  /** An operator settled an action whose outcome the daemon could not know. */
+  "action.reconciled": { action_id: string; state: string; note: string };
   "job.requested": JobRequest & { decision: DecisionRecord };
   // ── the exec gate (a program of a session, at its execve) ──
   "exec.denied": {

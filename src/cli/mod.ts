@@ -20,9 +20,12 @@ Usage:
       One word is a shell command line ("ls | wc -l"); more words are passed exactly.
   termada pending | approve ID [--reason TEXT] | deny ID [--reason TEXT]
       The approval queue: commands the policy sent to an operator.
+  termada reconcile [ACTION --succeeded|--failed --note TEXT] | termada policy reload
+      Actions whose outcome is unknown (a restart mid-action), settled by an operator; and
+      applying an edited config's policies, agents and identity settings without a restart.
   termada stop [--barrier-ms MS] [--grace-ms MS] | termada resume
       Kill switch: refuse new commands for a while and stop every running job.
-  termada audit [-n N] [--json] | termada audit verify | termada audit resume
+  termada audit [-n N] [--json] | termada audit verify [--anchors] | termada audit resume
       The tamper-evident audit log; verify checks the whole hash chain (works offline);
       resume reopens a log that stopped after a write fault, once the chain verifies.
   termada mission list [--status S] | show ID | report ID [--json] [--out FILE] | cancel ID
@@ -56,6 +59,8 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   audit: async (a) => (await operator()).auditCommand(a, OUT),
   dashboard: async (a) => (await operator()).dashboardCommand(a, OUT),
   mission: async (a) => (await operator()).missionCommand(a, OUT),
+  reconcile: async (a) => (await operator()).reconcileCommand(a, OUT),
+  policy: async (a) => (await operator()).policyCommand(a, OUT),
   servers: async (a) => (await import("./servers.ts")).serversCommand(a, OUT),
   vault: async (a) => (await import("./vault.ts")).vaultCommand(a, OUT),
   unlock: async (a) => (await import("./vault.ts")).unlockCommand(a, OUT),

@@ -8,7 +8,9 @@ import { parseArgs } from "node:util";
 import { type AuditRecord, verifyAudit } from "../audit/mod.ts";
 import { effectivePaths, loadConfig, resolvePaths, type TermadaPaths } from "../config/mod.ts";
 import { daemonAlive, socketFetch } from "../client/mod.ts";
+import type { AnchorVerifyResult } from "../governance/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
+import { strictArgs, table } from "./_args.ts";
 
 export interface OperatorContext {
   out(text: string): Promise<void>;
@@ -23,7 +25,24 @@ export async function paths(config?: string): Promise<TermadaPaths> {
   return effectivePaths(base, cfg);
 }
 
+/**
+ * The credential the CLI presents: an operator JWT from `TERMADA_OPERATOR_JWT_FILE` (a file,
+ * so it is not on argv or in the environment of children), else the static operator token.
+ */
 function token(p: TermadaPaths): string {
+  const jwtFile = Deno.env.get("TERMADA_OPERATOR_JWT_FILE");
+  if (jwtFile) {
+    try {
+      return Deno.readTextFileSync(jwtFile).trim();
+    } catch (err) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Cannot read the operator JWT "${jwtFile}" (TERMADA_OPERATOR_JWT_FILE): ${
+          err instanceof Error ? err.message : String(err)
+        }`,
+      );
+    }
+  }
   try {
     return Deno.readTextFileSync(p.tokenFile).trim();
   } catch {
@@ -118,7 +137,7 @@ function decideCommand(approve: boolean) {
         `Which approval? termada ${approve ? "approve" : "deny"} <id> [--reason TEXT]`,
       );
     }
-    await call(
+    const r = await call(
       await paths(values.config),
       "POST",
       `/approvals/${encodeURIComponent(id)}/${approve ? "approve" : "deny"}`,
@@ -126,9 +145,99 @@ function decideCommand(approve: boolean) {
         ...(values.reason === undefined ? {} : { reason: values.reason }),
       },
     );
-    await ctx.out(`${approve ? "Approved" : "Denied"} ${id}\n`);
+    if (values.json) await ctx.out(JSON.stringify(r, null, 2) + "\n");
+    else if (r.status === "pending") {
+      await ctx.out(`Vote recorded on ${id}: ${r.votes} of ${r.quorum} approvals\n`);
+    } else await ctx.out(`${approve ? "Approved" : "Denied"} ${id}\n`);
     return 0;
   };
+}
+
+/**
+ * `termada reconcile [--json]` lists actions whose outcome is unknown; `termada reconcile ID
+ * --succeeded|--failed --note TEXT` settles one (docs/GOVERNANCE.md).
+ */
+export async function reconcileCommand(args: string[], ctx: OperatorContext): Promise<number> {
+  const { values, positionals } = strictArgs("reconcile", args, {
+    ...COMMON,
+    succeeded: { type: "boolean" },
+    failed: { type: "boolean" },
+    note: { type: "string" },
+    help: { type: "boolean" },
+  }, 1);
+  if (values.help) {
+    await ctx.out(
+      "Usage: termada reconcile [--json]\n" +
+        "       termada reconcile ACTION --succeeded|--failed --note TEXT\n" +
+        "Actions whose outcome the daemon could not know (it restarted mid-action), and\n" +
+        "settling one: its budgets count it as said; the audit log keeps who and why.\n",
+    );
+    return 0;
+  }
+  const p = await paths(values.config);
+  const id = positionals[0];
+  if (id === undefined) {
+    const r = await call(p, "GET", "/actions?state=outcome_unknown");
+    const list = r.actions as { id: string; kind: string; owner: string; summary: string[] }[];
+    if (values.json) await ctx.out(JSON.stringify(list, null, 2) + "\n");
+    else if (list.length === 0) await ctx.out("No action has an unknown outcome.\n");
+    else {
+      await ctx.out(
+        table(
+          ["ACTION", "KIND", "AGENT", "WHAT"],
+          list.map((a) => [a.id, a.kind, a.owner, a.summary.join(" ").slice(0, 60)]),
+        ) + "\n",
+      );
+    }
+    return 0;
+  }
+  if (values.succeeded === values.failed) {
+    throw new TermadaError(
+      "INVALID_ARGUMENT",
+      "Say what happened: --succeeded or --failed (termada reconcile --help)",
+    );
+  }
+  if (!values.note) {
+    throw new TermadaError(
+      "INVALID_ARGUMENT",
+      "Say how you know: --note TEXT (termada reconcile --help)",
+    );
+  }
+  const r = await call(p, "POST", `/actions/${encodeURIComponent(id)}/reconcile`, {
+    state: values.succeeded ? "succeeded" : "failed",
+    note: values.note,
+  });
+  if (values.json) await ctx.out(JSON.stringify(r, null, 2) + "\n");
+  else await ctx.out(`Reconciled ${id}: ${r.state}\n`);
+  return 0;
+}
+
+/** `termada policy reload`: re-reads the config file's policies, agents and identity settings. */
+export async function policyCommand(args: string[], ctx: OperatorContext): Promise<number> {
+  const { values, positionals } = strictArgs("policy", args, {
+    ...COMMON,
+    help: { type: "boolean" },
+  }, 1);
+  if (values.help || positionals[0] !== "reload") {
+    await ctx.out(
+      "Usage: termada policy reload [--json]\n" +
+        "Re-reads the config file and applies its policies, agents, JWT trust and identity\n" +
+        "mode without a restart (all or nothing); other sections need a restart.\n",
+    );
+    return values.help ? 0 : 2;
+  }
+  const r = await call(await paths(values.config), "POST", "/policy/reload", {});
+  if (values.json) await ctx.out(JSON.stringify(r, null, 2) + "\n");
+  else {
+    const restart = r.restart_needed as string[];
+    await ctx.out(
+      `Reloaded ${r.path}: ${(r.policies as string[]).length} policies, ${
+        (r.agents as string[]).length
+      } agents` +
+        (restart.length > 0 ? `; needs a restart to apply: ${restart.join(", ")}` : "") + "\n",
+    );
+  }
+  return 0;
 }
 
 export const approveCommand = decideCommand(true);
@@ -162,18 +271,34 @@ export async function resumeCommand(args: string[], ctx: OperatorContext): Promi
   return 0;
 }
 
-/** `termada audit [-n N] [--json]` (from the daemon) and `termada audit verify` (offline). */
+/**
+ * `termada audit [-n N] [--json]` (from the daemon) and `termada audit verify [--anchors]`
+ * (offline; --anchors also checks the signed anchors against the log).
+ */
 export async function auditCommand(args: string[], ctx: OperatorContext): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { ...COMMON, n: { type: "string", short: "n" } },
+    options: { ...COMMON, n: { type: "string", short: "n" }, anchors: { type: "boolean" } },
   });
   const p = await paths(values.config);
+  if (values.anchors && positionals[0] !== "verify") {
+    throw new TermadaError("INVALID_ARGUMENT", 'Option "--anchors" belongs to audit verify', {
+      hint: "termada audit verify --anchors",
+    });
+  }
   if (positionals[0] === "verify") {
-    const r = verifyAudit(join(p.stateDir, "audit"));
-    if (values.json) await ctx.out(JSON.stringify(r, null, 2) + "\n");
-    else if (r.ok) {
+    const auditDir = join(p.stateDir, "audit");
+    const r = verifyAudit(auditDir);
+    // Loaded only here: the other operator commands do not need the governance folder.
+    const a = values.anchors
+      ? await (await import("../governance/mod.ts")).verifyAnchors(p.stateDir, auditDir)
+      : undefined;
+    if (values.json) {
+      await ctx.out(JSON.stringify(a === undefined ? r : { ...r, anchors: a }, null, 2) + "\n");
+      return r.ok && (a?.ok ?? true) ? 0 : 1;
+    }
+    if (r.ok) {
       await ctx.out(
         `${r.records} records verified in ${r.segments} segment(s); head seq ${r.head.seq} ${r.head.hash}\n` +
           (r.tornTail
@@ -188,7 +313,8 @@ export async function auditCommand(args: string[], ctx: OperatorContext): Promis
           `move the damaged segment aside to let the daemon start a new chain.\n`,
       );
     }
-    return r.ok ? 0 : 1;
+    if (a !== undefined) await ctx.out(anchorReport(a));
+    return r.ok && (a?.ok ?? true) ? 0 : 1;
   }
   if (positionals[0] === "resume") {
     const r = await call(p, "POST", "/audit/resume", {});
@@ -218,6 +344,31 @@ export async function auditCommand(args: string[], ctx: OperatorContext): Promis
     }
   }
   return 0;
+}
+
+/** The text of `termada audit verify --anchors` after the chain's own line. */
+function anchorReport(a: AnchorVerifyResult): string {
+  const SHOWN = 20;
+  let text = `anchors: ${a.anchors} (key ${a.key_id}): ${a.checked} match the log, ` +
+    `${a.pruned} not checkable (pruned), ${a.failures.length} failed; ${a.receipts} receipt(s)\n`;
+  if (a.last_anchor !== null) {
+    const after = a.audit.head.seq - a.last_anchor.seq;
+    text += `last anchor: seq ${a.last_anchor.seq} at ${a.last_anchor.time}` +
+      (after > 0 ? `; the ${after} record(s) after it are not anchored yet` : "") + "\n";
+  }
+  for (const f of a.failures.slice(0, SHOWN)) {
+    text += `ANCHOR FAILED at seq ${f.seq ?? "-"} (line ${f.line}): ${f.reason}\n`;
+  }
+  if (a.failures.length > SHOWN) text += `… and ${a.failures.length - SHOWN} more (--json)\n`;
+  if (a.torn_tail !== undefined) {
+    text +=
+      `note: a torn last anchor line (${a.torn_tail.bytes} bytes) from a crash during a write\n`;
+  }
+  if (a.failures.length > 0) {
+    text += "Keep the audit and anchors directories as they are; compare with the receivers' " +
+      "copies of the anchors.\n";
+  }
+  return text;
 }
 
 /** `termada dashboard [--open]`: the tokenized local URL of the running daemon's dashboard. */

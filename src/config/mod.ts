@@ -29,7 +29,17 @@ export {
   type PolicyRules,
   SERVER_NAME_PATTERN,
   ServerEntry,
+  weakToken,
 } from "./schema.ts";
+export {
+  ACTION_KINDS,
+  AgentJwtTrust,
+  type ApprovalRequirement,
+  type BudgetEntry,
+  GOVERNANCE_LIMITS,
+  OperatorJwtTrust,
+  type StructuredRule,
+} from "./governance_schema.ts";
 export {
   loadConfig,
   type LoadConfigOptions,

@@ -7,6 +7,17 @@ import { basename, dirname } from "node:path";
 import { z } from "zod";
 import { compileRegex } from "../shared/mod.ts";
 import { MAX_SOCKET_PATH_BYTES, mcpSocketBeside, type TermadaPaths } from "../paths/mod.ts";
+import {
+  AgentJwtTrust,
+  Anchors,
+  ApprovalRequirement,
+  Budgets,
+  GOVERNANCE_LIMITS,
+  OperatorJwtTrust,
+  Quotas,
+  Role,
+  StructuredRules,
+} from "./governance_schema.ts";
 
 /** Bounds of the config values, documented in docs/CONFIG.md. */
 export const CONFIG_LIMITS = {
@@ -140,6 +151,21 @@ const Security = z.strictObject({
     user: AccountName,
     group: AccountName.optional(),
   }).optional(),
+  /**
+   * `development` (default): agents may name themselves on the socket, policies without rules
+   * allow everything. `strict`: every caller proves who it is (a configured agent's strong token
+   * or an agent JWT), every agent has its own policy, and what no allow rule matches is denied.
+   */
+  identity_mode: z.enum(["development", "strict"]).default("development"),
+  /** Agent JWTs (short-lived, verified offline): `agents.<id>.jwt: true` accepts them. */
+  agent_jwt: AgentJwtTrust.optional(),
+  /** Operator JWTs on `/api/*`, `/metrics` and the socket's operator routes (besides the token). */
+  operator_jwt: OperatorJwtTrust.optional(),
+  /** Roles the static operator token (CLI, dashboard) holds in approval requirements. */
+  operator_token_roles: z.array(Role).max(16).default([]),
+  /** The environment label of the daemon's own machine (`local`) for structured rules. */
+  environment: z.string().min(1).max(64).regex(/^[A-Za-z0-9._-]+$/).nullable().default(null),
+  quotas: Quotas.prefault({}),
 });
 
 /**
@@ -170,6 +196,8 @@ export const ServerEntry = z.strictObject({
     ),
   ).max(CONFIG_LIMITS.tagsPerServer).default([]),
   auth: z.string().min(1).max(64).regex(/^[A-Za-z0-9._-]+$/, "must name a vault entry").optional(),
+  /** The environment label structured rules match (`prod`, `staging`…). */
+  environment: z.string().min(1).max(64).regex(/^[A-Za-z0-9._-]+$/).optional(),
   host_key: z.string().min(1).max(CONFIG_LIMITS.hostKeyChars).refine(
     (k) =>
       /^SHA256:[A-Za-z0-9+/]{43}=?$/.test(k) || /^[a-z0-9@.-]+ [A-Za-z0-9+/]+=*( .*)?$/.test(k),
@@ -212,13 +240,19 @@ const Agent = z.strictObject({
   token: z.string()
     .min(CONFIG_LIMITS.tokenMinChars)
     .max(CONFIG_LIMITS.tokenMaxChars)
-    .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces"),
+    .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces")
+    .optional(),
+  /** Accepts agent JWTs whose agent claim is this id (`security.agent_jwt`). */
+  jwt: z.boolean().default(false),
+  /** Who is behind the agent (a person or team): rules and `exclude_requester` match it. */
+  principal: z.string().min(1).max(256).regex(/^[A-Za-z0-9._@:+-]+$/).optional(),
+  tenant: z.string().min(1).max(256).regex(/^[A-Za-z0-9._@:+-]+$/).optional(),
   name: z.string().min(1).max(CONFIG_LIMITS.agentNameChars)
     .refine((s) => !CONTROL_CHARS.test(s), "must not contain control characters")
     .optional(),
   /** The policy under `policies` for this agent; absent = `default_policy`. */
   policy: PolicyName.optional(),
-});
+}).refine((a) => a.token !== undefined || a.jwt, "needs a token or jwt: true");
 
 const Agents = z.record(AgentId, Agent).superRefine((agents, ctx) => {
   const ids = Object.keys(agents);
@@ -247,8 +281,8 @@ const Sessions = z.strictObject({
   shell: z.enum(["bash", "zsh", "sh"]).default("bash"),
   cwd: AbsolutePath(CONFIG_LIMITS.pathBytes).nullable().default(null),
   user_rc: z.boolean().default(false),
-  max_per_agent: int(1, 4096).default(32),
-  max_total: int(1, 65536).default(256),
+  max_per_agent: int(1, GOVERNANCE_LIMITS.sessionsPerOwnerMax).default(32),
+  max_total: int(1, GOVERNANCE_LIMITS.sessionsTotalMax).default(128),
   record: z.boolean().default(true),
   recording_max_file_bytes: int(64 * 1024, 1 << 30).default(16 * 1024 * 1024),
   recording_keep_files: int(1, 1000).default(3),
@@ -348,6 +382,12 @@ export const PolicyRules = z.strictObject({
   vault: section(
     z.strictObject({ allow: VaultList, deny: VaultList }).optional(),
   ),
+  /** Structured rules over principal, tenant, typed action, resource, context, risk (docs/GOVERNANCE.md). */
+  rules: section(StructuredRules.default([])),
+  /** Who must approve what the `confirm` list holds (default: one operator). */
+  approval: section(ApprovalRequirement.optional()),
+  /** Budgets this policy's agents spend (docs/GOVERNANCE.md). */
+  budgets: section(Budgets.default([])),
 });
 export type PolicyRules = z.infer<typeof PolicyRules>;
 
@@ -371,6 +411,7 @@ export const Config = z.strictObject({
   default_policy: PolicyName.default("default"),
   servers: section(Servers.default([])),
   remote: section(Remote.prefault({})),
+  audit: section(z.strictObject({ anchors: section(Anchors.prefault({})) }).prefault({})),
 }).superRefine((config, ctx) => {
   const known = Object.keys(config.policies);
   const missing = (name: string) =>
@@ -382,6 +423,7 @@ export const Config = z.strictObject({
       message: missing(config.default_policy),
     });
   }
+  const strict = config.security.identity_mode === "strict";
   for (const [id, agent] of Object.entries(config.agents)) {
     if (agent.policy !== undefined && !Object.hasOwn(config.policies, agent.policy)) {
       ctx.addIssue({
@@ -390,8 +432,41 @@ export const Config = z.strictObject({
         message: missing(agent.policy),
       });
     }
+    if (agent.jwt && config.security.agent_jwt === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["agents", id, "jwt"],
+        message: "needs security.agent_jwt (the issuer and keys agent JWTs are checked against)",
+      });
+    }
+    if (!strict) continue;
+    if (agent.policy === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["agents", id, "policy"],
+        message: "is required in strict identity mode (every agent names its own policy)",
+      });
+    }
+    const weak = agent.token === undefined ? undefined : weakToken(agent.token);
+    if (weak) {
+      ctx.addIssue({ code: "custom", path: ["agents", id, "token"], message: weak });
+    }
   }
 });
+
+/**
+ * Why a static token is too weak for strict mode (never quoting it), or undefined: at least 32
+ * characters, at least 16 distinct ones, and not one character class only.
+ */
+export function weakToken(token: string): string | undefined {
+  if (token.length < 32) return "must be at least 32 characters in strict identity mode";
+  if (new Set(token).size < 16) {
+    return "must have at least 16 distinct characters in strict identity mode";
+  }
+  const classes = [/[a-z]/, /[A-Z]/, /[0-9]/, /[^A-Za-z0-9]/].filter((r) => r.test(token)).length;
+  if (classes < 2) return "must mix letters and digits (or symbols) in strict identity mode";
+  return undefined;
+}
 export type Config = z.infer<typeof Config>;
 
 /** Fails closed for a config built without the schema's checks: denies everything. */
@@ -401,6 +476,8 @@ const DENY_ALL: PolicyRules = Object.freeze({
   confirm: Object.freeze([]) as unknown as string[],
   auto_answer: Object.freeze([]) as unknown as PolicyRules["auto_answer"],
   servers: Object.freeze({ allow: [], deny: ["*"], confirm: [] }),
+  rules: Object.freeze([]) as unknown as PolicyRules["rules"],
+  budgets: Object.freeze([]) as unknown as PolicyRules["budgets"],
 });
 
 /**

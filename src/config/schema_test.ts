@@ -15,7 +15,13 @@ import {
 Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
   assert.deepEqual(DEFAULT_CONFIG, {
     server: { bind: null, socket: null },
-    security: { exec_gate: "auto" },
+    security: {
+      exec_gate: "auto",
+      identity_mode: "development",
+      operator_token_roles: [],
+      environment: null,
+      quotas: { pending_per_owner: 32, pending_total: 128 },
+    },
     log: { level: "info" },
     auth: { dev_mode: true },
     agents: {},
@@ -24,7 +30,7 @@ Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
       cwd: null,
       user_rc: false,
       max_per_agent: 32,
-      max_total: 256,
+      max_total: 128,
       record: true,
       recording_max_file_bytes: 16 * 1024 * 1024,
       recording_keep_files: 3,
@@ -38,10 +44,13 @@ Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
     },
     approvals: { confirm_timeout_ms: 120_000 },
     redaction: { patterns: [] },
-    policies: { default: { allow: [], deny: [], confirm: [], auto_answer: [] } },
+    policies: {
+      default: { allow: [], deny: [], confirm: [], auto_answer: [], rules: [], budgets: [] },
+    },
     default_policy: "default",
     servers: [],
     remote: { connect_timeout_ms: 8000, keepalive_ms: 15_000, reconnect_attempts: 8 },
+    audit: { anchors: { every_s: 300, receivers: [] } },
   });
   assert.ok(Object.isFrozen(DEFAULT_CONFIG.sessions));
 });
@@ -177,6 +186,8 @@ Deno.test("policies: agents get their own policy, others the default", () => {
     deny: [],
     confirm: ["git push *"],
     auto_answer: [],
+    rules: [],
+    budgets: [],
   });
   assert.deepEqual(policyFor(config, "codex").deny, ["rm -rf *"]);
   assert.deepEqual(policyFor(config, "not-configured").deny, ["rm -rf *"]);
@@ -185,7 +196,14 @@ Deno.test("policies: agents get their own policy, others the default", () => {
 
 Deno.test("policies: default_policy picks the fallback and an empty entry means no rules", () => {
   const config = Config.parse({ policies: { open: null, strict: {} }, default_policy: "strict" });
-  assert.deepEqual(policyFor(config, "any"), { allow: [], deny: [], confirm: [], auto_answer: [] });
+  assert.deepEqual(policyFor(config, "any"), {
+    allow: [],
+    deny: [],
+    confirm: [],
+    auto_answer: [],
+    rules: [],
+    budgets: [],
+  });
   assert.deepEqual(config.policies.open, config.policies.strict);
 });
 

@@ -342,6 +342,7 @@ export class AgentOps {
         line: input,
         reader: "a program on a server",
         remote: true,
+        target: this.#engine.registry.sessionById(job.sessionId)?.target ?? "local",
         secret: req.secret === true,
         echoOff: false,
       });
@@ -473,6 +474,7 @@ export class AgentOps {
       verdict = await this.#gateway.admitExec(res.job, req.env ? env : undefined, {
         remote,
         posix: res.session?.shell === "sh",
+        target: res.session?.target ?? "local",
       });
       if (refs.length > 0) {
         // Once the command itself passed: the vault rules decide each entry on the job's

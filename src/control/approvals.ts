@@ -22,17 +22,53 @@ import type { Actor } from "./recorder.ts";
 import { SYSTEM } from "./recorder.ts";
 import type { Trail } from "./trail.ts";
 import type { ProgramConfirm } from "./gateway.ts";
+import { type ApprovalRequirement, ONE_OPERATOR, requirementCovered } from "../policy/mod.ts";
+import { createHash } from "node:crypto";
 
 const log = logger("control");
 
 export interface ApprovalBookOptions {
-  store: Pick<Store, "approvals">;
+  store: Pick<Store, "approvals" | "grants">;
   engine: Engine;
   trail: Trail;
   /** Unanswered approvals are denied after this long (default 120 s). */
   timeoutMs?: number;
   clock?: Clock;
+  /** Who is behind an agent (for `exclude_requester`). */
+  whoIs?: (agent: string) => { principal: string };
+  /** Pending approvals at most per owner and in all (defaults 32 / 128). */
+  quotas?: { perOwner: number; total: number };
 }
+
+/** What a confirm asks for: the decision, and who must approve (default one operator). */
+export interface ConfirmRequest {
+  decision: DecisionRecord;
+  rule?: string;
+  reason: string;
+  approval?: ApprovalRequirement;
+  /**
+   * Asked once approved, just before it runs: the policy as it is now. A reason refuses it
+   * (the policy changed: now denied, or it needs more than the approval it got).
+   */
+  recheck?: () => {
+    action: "allow" | "deny" | "confirm";
+    reason: string;
+    approval?: ApprovalRequirement;
+  };
+  /** Admits it once approved (budgets, its durable action row); throws to refuse. */
+  admit?: () => void;
+}
+
+/** How many distinct approvers said yes, and how many are needed. */
+export interface DecideResult {
+  status: "approved" | "denied" | "pending";
+  votes: number;
+  quorum: number;
+}
+
+const MFA_METHODS = new Set(["mfa", "otp", "hwk", "swk", "fpt", "face", "iris", "sc", "pop"]);
+/** A grant lives this long between the last vote and its use. */
+const GRANT_TTL_MS = 60_000;
 
 /** What an approval holds: a job (its id, owner, session) or another action (act_…). */
 interface Subject {
@@ -56,6 +92,16 @@ interface Parked {
   expiresAt: number;
   rule: string | undefined;
   timer: ReturnType<typeof setTimeout>;
+  /** Who must approve it. */
+  requirements: ApprovalRequirement;
+  /** The principal behind the requesting agent. */
+  requester: string;
+  /** Approve votes so far, by principal. */
+  approvers: string[];
+  /** SHA-256 of what was asked for: a grant covers exactly this. */
+  actionHash: string;
+  recheck: ConfirmRequest["recheck"];
+  admit: ConfirmRequest["admit"];
   /** Acts on the outcome, after it is stored and audited (runs the job, or frees the exec). */
   settle(approved: boolean, reason: string): Promise<void>;
 }
@@ -76,18 +122,9 @@ export class ApprovalBook {
   }
 
   /** Parks a reserved job until an operator decides; resolves with the approval id. */
-  async park(
-    res: Reservation,
-    confirm: { decision: DecisionRecord; rule?: string; reason: string },
-  ): Promise<string> {
-    if (this.#parked.size >= ApprovalBook.MAX_PENDING) {
-      throw new TermadaError(
-        "QUOTA_EXCEEDED",
-        `Too many commands wait for approval (${ApprovalBook.MAX_PENDING})`,
-        { hint: "Ask an operator to decide the pending approvals (termada pending)" },
-      );
-    }
+  async park(res: Reservation, confirm: ConfirmRequest): Promise<string> {
     const { job } = res;
+    this.#assertRoom(job.owner);
     const { id, now, timeout } = this.#insertRow(subjectOf(job), job.command, confirm);
     try {
       await this.#o.trail.approvalRequested(job, id, confirm.decision);
@@ -114,6 +151,7 @@ export class ApprovalBook {
       expiresAt: now + timeout,
       rule: confirm.rule,
       timer,
+      ...this.#governance(job.owner, confirm, jobHash(job)),
       settle: async (approved, reason) => {
         if (!approved) return jobs.abandon(res, "denied", reason);
         job.approved = true;
@@ -134,8 +172,11 @@ export class ApprovalBook {
    * Holds a program of a running job in `execve` until an operator decides (confirm at exec
    * time); resolves true to let it run (once), false when denied, expired or the job ended.
    */
-  async askExec(job: Job, exec: ExecConfirm): Promise<boolean> {
-    if (this.#parked.size >= ApprovalBook.MAX_PENDING) return false;
+  async askExec(
+    job: Job,
+    exec: ExecConfirm & Pick<ConfirmRequest, "approval" | "recheck">,
+  ): Promise<boolean> {
+    if (this.#full(job.owner)) return false;
     const { id, now, timeout } = this.#insertRow(subjectOf(job), exec.argv, exec);
     try {
       await this.#o.trail.execApprovalRequested(job, id, exec);
@@ -156,6 +197,7 @@ export class ApprovalBook {
       expiresAt: now + timeout,
       rule: exec.rule,
       timer,
+      ...this.#governance(job.owner, exec, hashOf({ job: job.id, pid: exec.pid, argv: exec.argv })),
       settle: (approved) => {
         resolve(approved);
         return Promise.resolve();
@@ -172,16 +214,10 @@ export class ApprovalBook {
    */
   async askAction(
     action: { id: string; owner: string; kind: string; sessionId?: string; summary: string[] },
-    confirm: { decision: DecisionRecord; rule?: string; reason: string },
+    confirm: ConfirmRequest,
     signal?: AbortSignal,
   ): Promise<{ approved: boolean; approvalId: string; reason: string }> {
-    if (this.#parked.size >= ApprovalBook.MAX_PENDING) {
-      throw new TermadaError(
-        "QUOTA_EXCEEDED",
-        `Too many requests wait for approval (${ApprovalBook.MAX_PENDING})`,
-        { hint: "Ask an operator to decide the pending approvals (termada pending)" },
-      );
-    }
+    this.#assertRoom(action.owner);
     const subject: Subject = {
       id: action.id,
       owner: action.owner,
@@ -211,6 +247,7 @@ export class ApprovalBook {
       expiresAt: now + timeout,
       rule: confirm.rule,
       timer,
+      ...this.#governance(action.owner, confirm, hashOf(action)),
       settle: (approved, reason) => {
         resolve({ approved, approvalId: id, reason });
         return Promise.resolve();
@@ -224,8 +261,14 @@ export class ApprovalBook {
     return await promise;
   }
 
-  /** An operator's decision: approved, the parked job runs exactly once; denied, it ends. */
-  async decide(id: string, approve: boolean, by: Actor, reason?: string): Promise<void> {
+  /**
+   * A decision. An operator's deny (or an agent withdrawing its own request) ends it at once.
+   * An operator's approve is one vote: it counts when the operator meets the requirements
+   * (roles, MFA, not the requester) and has not voted yet; once the quorum of distinct
+   * principals is reached the request is approved, a one-time grant for exactly this action is
+   * issued, the policy is asked again, and only then does it run (exactly once).
+   */
+  async decide(id: string, approve: boolean, by: Actor, reason?: string): Promise<DecideResult> {
     const p = this.#parked.get(id);
     if (!p) {
       const row = isId("apr", id) ? this.#o.store.approvals.get(id) : undefined;
@@ -234,19 +277,197 @@ export class ApprovalBook {
       }
       throw notFound("approval", id);
     }
+    const quorum = p.requirements.quorum;
+    if (by.kind === "operator") {
+      const auth = by.auth ?? { via: "token" as const, principal: "operator", roles: [], amr: [] };
+      if (approve) this.#assertEligible(p, auth);
+      const votes = await this.#vote(p, by, auth, approve, reason);
+      if (approve && votes < quorum) return { status: "pending", votes, quorum };
+    }
     this.#take(p);
     const decidedBy = `${by.kind}:${by.id}`;
     if (!this.#closeRow(id, approve ? "approved" : "denied", decidedBy, reason ?? null)) {
       throw new TermadaError("INVALID_ARGUMENT", `Approval "${id}" was already decided`);
     }
     try {
-      await this.#o.trail.approvalResolved(by, p.subject, id, approve, reason, p.command);
+      await this.#o.trail.approvalResolved(
+        by,
+        p.subject,
+        id,
+        approve,
+        reason,
+        p.command,
+        approve ? p.approvers : undefined,
+      );
     } catch (err) {
       // Not recorded, so not acted on: it does not run.
       await p.settle(false, "the audit log could not record the decision");
       throw err;
     }
-    await p.settle(approve, `denied by ${decidedBy}${reason ? `: ${reason}` : ""}`);
+    if (!approve) {
+      await p.settle(false, `denied by ${decidedBy}${reason ? `: ${reason}` : ""}`);
+      return { status: "denied", votes: p.approvers.length, quorum };
+    }
+    const refused = this.#consume(p);
+    if (refused) {
+      try {
+        await this.#o.trail.recorder.intent(SYSTEM, "approval.consume_refused", {
+          approval_id: id,
+          job_id: p.subject.id,
+          reason: refused,
+        });
+      } catch (err) {
+        log.error("could not record a refused approval", { approval: id, error: err });
+      }
+      await p.settle(false, refused);
+      throw new TermadaError(
+        "DENIED_BY_POLICY",
+        `Approved, but refused when it was to run: ${refused}`,
+        {
+          retriable: false,
+          details: { approval_id: id },
+          hint: "The policy changed after the request, or the grant was already used",
+        },
+      );
+    }
+    await p.settle(true, "");
+    return { status: "approved", votes: p.approvers.length, quorum };
+  }
+
+  /** Throws unless `auth` may approve `p` (roles, MFA, requester excluded, one vote each). */
+  #assertEligible(p: Parked, auth: NonNullable<Actor["auth"]>): void {
+    const r = p.requirements;
+    const refuse = (why: string, hint: string) => {
+      throw new TermadaError("DENIED_BY_POLICY", `Cannot approve "${p.id}": ${why}`, {
+        retriable: false,
+        hint,
+        details: { approval_id: p.id, quorum: r.quorum, votes: p.approvers.length },
+      });
+    };
+    if (p.approvers.includes(auth.principal)) {
+      refuse(`${auth.principal} already approved it`, "Another approver must add their vote");
+    }
+    if (r.exclude_requester && auth.principal === p.requester) {
+      refuse(
+        `it was requested on behalf of ${auth.principal}, and the rule excludes the requester`,
+        "Ask another operator to approve it",
+      );
+    }
+    if (r.roles.length > 0 && !auth.roles.some((x) => r.roles.includes(x))) {
+      refuse(
+        `it needs an approver with the role ${r.roles.map((x) => `"${x}"`).join(" or ")}`,
+        "Sign in with an operator JWT that carries one of those roles",
+      );
+    }
+    if (r.mfa && !auth.amr.some((m) => MFA_METHODS.has(m))) {
+      refuse(
+        "it needs an approver who signed in with a second factor (amr)",
+        "Sign in with MFA and use the operator JWT you get",
+      );
+    }
+  }
+
+  async #vote(
+    p: Parked,
+    by: Actor,
+    auth: NonNullable<Actor["auth"]>,
+    approve: boolean,
+    reason: string | undefined,
+  ): Promise<number> {
+    const vote = {
+      by: `${by.kind}:${by.id}`,
+      principal: auth.principal,
+      roles: [...auth.roles],
+      amr: [...auth.amr],
+      approve,
+      at: this.#clock.now(),
+      ...(reason ? { reason } : {}),
+    };
+    this.#o.store.approvals.addVote(p.id, vote);
+    if (approve) p.approvers.push(auth.principal);
+    await this.#o.trail.recorder.intent(by, "approval.vote", {
+      approval_id: p.id,
+      job_id: p.subject.id,
+      approve,
+      principal: auth.principal,
+      via: auth.via,
+      roles: [...auth.roles],
+      amr: [...auth.amr],
+      ...(auth.delegation?.length ? { delegation: [...auth.delegation] } : {}),
+      votes: p.approvers.length,
+      quorum: p.requirements.quorum,
+      ...(reason ? { reason } : {}),
+    });
+    return p.approvers.length;
+  }
+
+  /**
+   * Just before an approved request runs: the policy now, and a one-time grant bound to exactly
+   * this action. Returns why it is refused, or undefined.
+   */
+  #consume(p: Parked): string | undefined {
+    const now = this.#clock.now();
+    const grants = this.#o.store.grants;
+    const grant = grants.issue({
+      approval_id: p.id,
+      action_id: p.subject.id,
+      action_hash: p.actionHash,
+      expires_at: now + GRANT_TTL_MS,
+    });
+    const current = p.recheck?.();
+    if (current?.action === "deny") return `the policy now denies it (${current.reason})`;
+    if (current?.action === "confirm" && !requirementCovered(current.approval, p.requirements)) {
+      return "the policy now requires more approval than it was given";
+    }
+    const hash = p.job ? jobHash(p.job) : p.actionHash;
+    const used = grants.consume(grant, p.subject.id, hash, now);
+    if (used !== "ok") return `its grant could not be used (${used})`;
+    try {
+      p.admit?.();
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
+    return undefined;
+  }
+
+  /** The governance fields of a new parked request. */
+  #governance(
+    owner: string,
+    confirm: Pick<ConfirmRequest, "approval" | "recheck" | "admit">,
+    actionHash: string,
+  ): Pick<
+    Parked,
+    "requirements" | "requester" | "approvers" | "actionHash" | "recheck" | "admit"
+  > {
+    return {
+      requirements: confirm.approval ?? ONE_OPERATOR,
+      requester: this.#o.whoIs?.(owner).principal ?? `agent:${owner}`,
+      approvers: [],
+      actionHash,
+      recheck: confirm.recheck,
+      admit: confirm.admit,
+    };
+  }
+
+  #full(owner: string): boolean {
+    const q = this.#o.quotas ?? { perOwner: 32, total: 128 };
+    if (this.#parked.size >= Math.min(q.total, ApprovalBook.MAX_PENDING)) return true;
+    let mine = 0;
+    for (const p of this.#parked.values()) if (p.subject.owner === owner) mine++;
+    return mine >= q.perOwner;
+  }
+
+  #assertRoom(owner: string): void {
+    if (!this.#full(owner)) return;
+    const q = this.#o.quotas ?? { perOwner: 32, total: 128 };
+    throw new TermadaError(
+      "QUOTA_EXCEEDED",
+      `Too many requests wait for approval (at most ${q.perOwner} per agent, ${q.total} in all)`,
+      {
+        hint: "Ask an operator to decide the pending approvals (termada pending)",
+        details: { per_owner: q.perOwner, total: q.total },
+      },
+    );
   }
 
   /** Every waiting approval cancelled (stop-all); returns their ids. */
@@ -299,7 +520,7 @@ export class ApprovalBook {
   #insertRow(
     subject: Subject,
     command: readonly string[],
-    confirm: { rule?: string; reason: string },
+    confirm: { rule?: string; reason: string; approval?: ApprovalRequirement },
   ): { id: string; now: number; timeout: number } {
     const id = newId("apr");
     const now = this.#clock.now();
@@ -314,6 +535,10 @@ export class ApprovalBook {
       reason: confirm.reason,
       requested_at: now,
       expires_at: now + timeout,
+      requirements: {
+        ...(confirm.approval ?? ONE_OPERATOR),
+        roles: [...(confirm.approval ?? ONE_OPERATOR).roles],
+      },
     });
     return { id, now, timeout };
   }
@@ -366,6 +591,15 @@ export class ApprovalBook {
       return status !== "approved";
     }
   }
+}
+
+function hashOf(value: unknown): string {
+  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
+}
+
+/** What a job's approval covers: its id, owner, session, command and working directory. */
+function jobHash(job: Job): string {
+  return hashOf({ id: job.id, owner: job.owner, session: job.sessionId, command: job.command });
 }
 
 function subjectOf(job: Job): Subject {

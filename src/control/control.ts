@@ -25,6 +25,7 @@ import type { SecretSet } from "../output/mod.ts";
 import type { VaultFile } from "../vault/mod.ts";
 import { type AuditSink, Recorder } from "./recorder.ts";
 import { Trail } from "./trail.ts";
+import { BudgetLedger } from "../governance/mod.ts";
 
 const log = logger("control");
 
@@ -55,6 +56,10 @@ export interface ControlOptions {
    * options and the audit log's redactor hold); absent: no vault.
    */
   vault?: { file: VaultFile; secrets: SecretSet };
+  /** Who is behind an agent (principal), for approvals that exclude the requester. */
+  whoIs?: (agent: string) => { principal: string };
+  /** Pending approvals at most per owner and in all (defaults 32 / 128). */
+  approvalQuotas?: { perOwner: number; total: number };
   clock?: Clock;
 }
 
@@ -68,6 +73,8 @@ export class Control {
   /** The vault, when the daemon has one configured (always, in the daemon). */
   readonly vault: VaultOps | undefined;
   readonly limits: EngineLimits;
+  /** Budgets, and every admitted action's intent and outcome (reconcile). */
+  readonly ledger: BudgetLedger;
   readonly output: EngineOutputOptions;
   readonly #engine: Engine;
   readonly #trail: Trail;
@@ -95,18 +102,23 @@ export class Control {
       clock,
       sessionCwd: (id) => engine.registry.sessionById(id)?.cwd,
     });
+    this.ledger = new BudgetLedger(o.store, { clock });
     this.#gateway = new Gateway({
       policy: o.policy,
+      ledger: this.ledger,
       trail: this.#trail,
       recorder: this.recorder,
       clock,
     });
+    this.#trail.onFinished = (job) => this.#gateway.jobEnded(job);
     this.#approvals = new ApprovalBook({
       store: o.store,
       engine,
       trail: this.#trail,
       timeoutMs: o.confirmTimeoutMs,
       clock,
+      ...(o.whoIs ? { whoIs: o.whoIs } : {}),
+      ...(o.approvalQuotas ? { quotas: o.approvalQuotas } : {}),
     });
     this.remote = o.remote
       ? new RemoteOps({
@@ -145,6 +157,9 @@ export class Control {
       recorder: this.recorder,
       remote: this.remote,
       vault: this.vault,
+      ledger: this.ledger,
+      store: o.store,
+      ...(o.policy.allBudgets ? { budgetRules: () => o.policy.allBudgets!() } : {}),
     });
     this.presence = new Presence({
       engine,

@@ -7,9 +7,12 @@
  */
 import type { DecisionRecord } from "../audit/mod.ts";
 import type { ExecAnswer, ExecContext, ExecEvent, Job } from "../engine/mod.ts";
-import { type Clock, newId, systemClock, TermadaError } from "../shared/mod.ts";
+import { type Clock, logger, newId, systemClock, TermadaError } from "../shared/mod.ts";
+import type { BudgetLedger, BudgetOutcome, BudgetRule } from "../governance/mod.ts";
+
+const log = logger("control");
 import type { ResourceSubject } from "../policy/mod.ts";
-import { describeSubject } from "../policy/mod.ts";
+import { type ApprovalRequirement, combineRequirements, describeSubject } from "../policy/mod.ts";
 import type { Recorder } from "./recorder.ts";
 import type { Trail } from "./trail.ts";
 
@@ -21,6 +24,8 @@ export interface PolicyVerdict {
   reason: string;
   rule?: { list: string; pattern: string };
   opaque?: boolean;
+  /** For confirm: who must approve (default one operator). */
+  approval?: ApprovalRequirement;
 }
 
 /** One program at its execve, as the exec gate read it from the kernel (for the policy). */
@@ -51,21 +56,53 @@ export interface PolicyPort {
     agent: string,
     command: readonly string[],
     env?: Record<string, string>,
-    opts?: { remote?: boolean; posix?: boolean },
+    opts?: { remote?: boolean; posix?: boolean; target?: string; kind?: "exec" | "fleet" },
   ): PolicyVerdict;
   /** Decides the environment a session on a server gets (no exec gate there). */
   decideEnv?(agent: string, env: Record<string, string>): PolicyVerdict;
-  /** Decides a server, a forward or a file (policy `servers`, `forwards`, `files`). */
-  decideResource?(agent: string, subject: ResourceSubject): PolicyVerdict;
-  decideLine(agent: string, line: string, opts?: { remote?: boolean }): PolicyVerdict;
+  /**
+   * Decides a server, a forward or a file (policy `servers`, `forwards`, `files`); `kind`: the
+   * action it is part of (a server of a fleet run is decided as `fleet`).
+   */
+  decideResource?(agent: string, subject: ResourceSubject, kind?: ActionKind): PolicyVerdict;
+  decideLine(
+    agent: string,
+    line: string,
+    opts?: { remote?: boolean; target?: string },
+  ): PolicyVerdict;
+  /** The budgets the agent's policy holds, and who and where for them. */
+  budgetsFor?(agent: string, target: string): BudgetFacts;
+  /** Every budget of every policy (status views). */
+  allBudgets?(): BudgetRule[];
+}
+
+/** What budgets need to know of an action beyond its kind. */
+export interface BudgetFacts {
+  rules: readonly BudgetRule[];
+  principal: string;
+  tenant?: string;
+  /** The target is production (its environment label). */
+  production: boolean;
 }
 
 export type ExecVerdict =
   | { verdict: "run" }
-  | { verdict: "confirm"; decision: DecisionRecord; rule?: string; reason: string };
+  | {
+    verdict: "confirm";
+    decision: DecisionRecord;
+    rule?: string;
+    reason: string;
+    approval?: ApprovalRequirement;
+    /** The policy as it is when the approved job is about to run. */
+    recheck: () => PolicyVerdict;
+    /** Admits it (budgets, the durable action row) once approved; throws to refuse. */
+    admit: () => void;
+  };
 
 export interface GatewayOptions {
   policy: PolicyPort;
+  /** Budgets and every admitted action's durable intent and outcome (the `actions` table). */
+  ledger?: BudgetLedger;
   trail: Trail;
   recorder: Recorder;
   clock?: Clock;
@@ -102,8 +139,26 @@ export interface AdmittedAction {
 /** How the gateway asks a person (the approval book's askAction). */
 export type AskAction = (
   action: { id: string; owner: string; kind: string; sessionId?: string; summary: string[] },
-  confirm: { decision: DecisionRecord; rule?: string; reason: string },
+  confirm: {
+    decision: DecisionRecord;
+    rule?: string;
+    reason: string;
+    approval?: ApprovalRequirement;
+    recheck?: () => PolicyVerdict;
+  },
 ) => Promise<{ approved: boolean; approvalId: string; reason: string }>;
+
+/** The strictest of several verdicts; confirms add up their approval requirements. */
+export function strictest(verdicts: readonly PolicyVerdict[]): PolicyVerdict {
+  // The first decides among equals; a stricter one always wins.
+  let d: PolicyVerdict = verdicts[0] ?? { action: "allow", reason: "nothing to decide" };
+  let approval: ApprovalRequirement | undefined;
+  for (const v of verdicts) {
+    if (RANK[v.action] > RANK[d.action]) d = v;
+    if (v.action === "confirm") approval = combineRequirements(approval, v.approval);
+  }
+  return d.action === "confirm" && approval ? { ...d, approval } : d;
+}
 
 const RANK = { allow: 0, confirm: 1, deny: 2 } as const;
 
@@ -122,6 +177,8 @@ export interface InputAdmission {
   echoOff: boolean;
   /** Typed into a program on a server (no exec gate checks what it runs). */
   remote?: boolean;
+  /** Where the program runs (`local` or a server's name), for structured rules. */
+  target?: string;
   /**
    * The value of this vault entry is typed (its use was decided by the vault rules): the text
    * is the operator's, not the agent's, so no command rule applies; the audit names the entry.
@@ -136,6 +193,8 @@ export class Gateway {
   readonly #o: GatewayOptions;
   readonly #clock: Clock;
   #barrierUntil = 0;
+  /** Jobs admitted with an action row, until their end is settled. */
+  readonly #admittedJobs = new Set<string>();
 
   constructor(options: GatewayOptions) {
     this.#o = options;
@@ -146,7 +205,7 @@ export class Gateway {
   async admitExec(
     job: Job,
     env?: Record<string, string>,
-    where: { remote?: boolean; posix?: boolean } = {},
+    where: { remote?: boolean; posix?: boolean; target?: string } = {},
   ): Promise<ExecVerdict> {
     const trail = this.#o.trail;
     if (this.stopped) {
@@ -165,7 +224,21 @@ export class Gateway {
       });
     }
     if (d.action === "confirm") {
-      return { verdict: "confirm", decision, reason: d.reason, rule: d.rule?.pattern };
+      return {
+        verdict: "confirm",
+        decision,
+        reason: d.reason,
+        rule: d.rule?.pattern,
+        ...(d.approval ? { approval: d.approval } : {}),
+        recheck: () => this.#o.policy.decide(job.owner, job.command, env, where),
+        admit: () => this.#admitJob(job, where.target ?? "local"),
+      };
+    }
+    try {
+      this.#admitJob(job, where.target ?? "local");
+    } catch (err) {
+      trail.refused(job, err instanceof Error ? err.message : String(err));
+      throw err;
     }
     await trail.requested(job, decision);
     return { verdict: "run" };
@@ -189,7 +262,10 @@ export class Gateway {
       await trail.inputWritten(req.job, "[not echoed]", req.reader);
       return;
     }
-    const d = this.#o.policy.decideLine(req.job.owner, req.line, { remote: req.remote });
+    const d = this.#o.policy.decideLine(req.job.owner, req.line, {
+      remote: req.remote,
+      ...(req.target ? { target: req.target } : {}),
+    });
     // For a secret line the reason (which quotes it) stays out of the audit log.
     const decision: DecisionRecord = {
       action: d.action,
@@ -308,6 +384,8 @@ export class Gateway {
     };
     if (d.action === "deny") return blocked(d.reason);
     if (!job) return blocked(`${d.reason}; no job of the agent is running here to ask for`);
+    const decideNow = () =>
+      this.#o.policy.decideExec?.(ctx.owner, facts) ?? { action: "allow" as const, reason: "" };
     return ask(job, {
       pid: ev.pid,
       path: ev.path,
@@ -315,6 +393,8 @@ export class Gateway {
       decision: decisionRecord(d),
       ...(d.rule ? { rule: d.rule.pattern } : {}),
       reason: d.reason,
+      ...(d.approval ? { approval: d.approval } : {}),
+      recheck: decideNow,
     }).then((ok) => ok ? { allow: true, verify: true } : blocked(`${d.reason}: not approved`));
   }
 
@@ -366,23 +446,8 @@ export class Gateway {
       throw this.#stoppedError();
     }
     rec.assertHealthy();
-    const port = this.#o.policy;
-    const verdicts: PolicyVerdict[] = [];
-    if (req.forbidden) verdicts.push({ action: "deny", reason: req.forbidden });
-    for (const s of req.subjects) {
-      verdicts.push(
-        port.decideResource?.(req.owner, s) ?? { action: "allow", reason: "no resource rules" },
-      );
-    }
-    if (req.env && Object.keys(req.env).length > 0 && port.decideEnv) {
-      verdicts.push(port.decideEnv(req.owner, req.env));
-    }
-    if (req.command) {
-      verdicts.push(port.decide(req.owner, req.command, undefined, { remote: true }));
-    }
-    // The first decides among equals; a stricter one always wins.
-    let d: PolicyVerdict = verdicts[0] ?? { action: "allow", reason: "nothing to decide" };
-    for (const v of verdicts) if (RANK[v.action] > RANK[d.action]) d = v;
+    const decideNow = () => this.#decideAction(req);
+    const d = decideNow();
     let decision = decisionRecord(d);
     if (d.action === "deny") {
       rec.record(actor, "action.denied", { ...base, decision });
@@ -396,7 +461,13 @@ export class Gateway {
     if (d.action === "confirm") {
       const answer = await ask(
         { id, owner: req.owner, kind: req.kind, sessionId: req.sessionId, summary: base.summary },
-        { decision, rule: d.rule?.pattern, reason: d.reason },
+        {
+          decision,
+          rule: d.rule?.pattern,
+          reason: d.reason,
+          ...(d.approval ? { approval: d.approval } : {}),
+          recheck: decideNow,
+        },
       );
       approvalId = answer.approvalId;
       if (!answer.approved && this.stopped) throw this.#stoppedError();
@@ -413,6 +484,19 @@ export class Gateway {
       }
       decision = { ...decision, reason: `${d.reason}; approved (${answer.approvalId})` };
     }
+    const target = req.subjects.find((s) => s.kind === "server")?.name ??
+      req.subjects.flatMap((s) =>
+        s.kind === "forward" ? [s.server] : "target" in s ? [s.target] : []
+      )[0] ?? "local";
+    try {
+      this.#admitBudget(req.owner, id, req.kind, target, base.summary);
+    } catch (err) {
+      rec.record(actor, "action.refused", {
+        ...base,
+        reason: err instanceof Error ? err.message : String(err),
+      });
+      throw err;
+    }
     await rec.intent(actor, "action.requested", { ...base, decision });
     return {
       id,
@@ -421,6 +505,34 @@ export class Gateway {
       decision,
       ...(approvalId ? { approvalId } : {}),
     };
+  }
+
+  /** Every resource an action touches and the command it runs, decided (strictest wins). */
+  #decideAction(req: ActionRequest): PolicyVerdict {
+    const port = this.#o.policy;
+    const verdicts: PolicyVerdict[] = [];
+    if (req.forbidden) verdicts.push({ action: "deny", reason: req.forbidden });
+    for (const s of req.subjects) {
+      verdicts.push(
+        port.decideResource?.(req.owner, s, req.kind) ??
+          { action: "allow", reason: "no resource rules" },
+      );
+    }
+    if (req.env && Object.keys(req.env).length > 0 && port.decideEnv) {
+      verdicts.push(port.decideEnv(req.owner, req.env));
+    }
+    if (req.command) {
+      const servers = req.subjects.flatMap((s) => s.kind === "server" ? [s.name] : []);
+      // Once per target server: structured rules see each one's environment.
+      for (const target of servers.length > 0 ? servers : [undefined]) {
+        verdicts.push(port.decide(req.owner, req.command, undefined, {
+          remote: true,
+          kind: req.kind === "fleet" ? "fleet" : "exec",
+          ...(target ? { target } : {}),
+        }));
+      }
+    }
+    return strictest(verdicts);
   }
 
   /** What an admitted action did (durable with the next group sync). */
@@ -432,6 +544,7 @@ export class Gateway {
       facts?: Record<string, string | number | boolean | null>;
     },
   ): void {
+    this.#settle(a.id, { ok: outcome.ok, ...(outcome.facts ? { facts: outcome.facts } : {}) });
     try {
       this.#o.recorder.note({ kind: "agent", id: a.owner }, "action.done", {
         action_id: a.id,
@@ -442,6 +555,64 @@ export class Gateway {
       });
     } catch {
       // The audit latched unhealthy: the next admission says so (AUDIT_UNAVAILABLE).
+    }
+  }
+
+  /**
+   * A job's admission: its budgets reserved and its durable action row written in one
+   * transaction (BUDGET_EXCEEDED refuses it and writes nothing); settled when it ends.
+   */
+  #admitJob(job: Job, target: string): void {
+    this.#admitBudget(job.owner, job.id, "exec", target, job.command);
+    if (this.#o.ledger) this.#admittedJobs.add(job.id);
+  }
+
+  /**
+   * A job's end was stored (the trail calls this, after its reply went out): its budgets are
+   * settled and its action row gets the outcome.
+   */
+  jobEnded(job: Job): void {
+    if (!this.#admittedJobs.delete(job.id)) return;
+    const ran = job.endedAt !== undefined ? (job.endedAt - job.startedAt) / 1000 : 0;
+    this.#settle(job.id, {
+      ok: job.status === "exited" && job.exitCode === 0,
+      runtime_s: Math.max(0, ran),
+      facts: {
+        status: job.status,
+        ...(job.exitCode === undefined ? {} : { exit_code: job.exitCode }),
+      },
+    });
+  }
+
+  #admitBudget(
+    owner: string,
+    actionId: string,
+    kind: string,
+    target: string,
+    summary: readonly string[],
+  ): void {
+    const ledger = this.#o.ledger;
+    if (!ledger) return;
+    const f = this.#o.policy.budgetsFor?.(owner, target) ??
+      { rules: [], principal: `agent:${owner}`, production: false };
+    ledger.admit(f.rules, {
+      actionId,
+      kind,
+      principal: f.principal,
+      ...(f.tenant ? { tenant: f.tenant } : {}),
+      recipient: target,
+      production: f.production,
+      readOnly: kind === "file.read",
+    }, { owner, summary: actionSummary(summary) });
+  }
+
+  #settle(actionId: string, outcome: BudgetOutcome): void {
+    try {
+      this.#o.ledger?.settle(actionId, outcome);
+    } catch (err) {
+      // Already settled or released (a job ended twice is not possible; a crash left it
+      // unknown): the record says so; nothing to undo.
+      log.warn("could not settle an action", { action: actionId, error: err });
     }
   }
 
@@ -494,6 +665,22 @@ export interface ProgramConfirm {
   decision: DecisionRecord;
   rule?: string;
   reason: string;
+  approval?: ApprovalRequirement;
+  /** The policy when it is approved (consume-time check). */
+  recheck?: () => PolicyVerdict;
+}
+
+/** An action's summary as the actions table keeps it: at most 64 lines, 16 KiB in all. */
+function actionSummary(lines: readonly string[]): string[] {
+  const out: string[] = [];
+  let size = 0;
+  for (const l of lines.slice(0, 64)) {
+    const t = l.length > 1024 ? l.slice(0, 1023) + "…" : l;
+    size += new TextEncoder().encode(t).length;
+    if (size > 15_000) break;
+    out.push(t);
+  }
+  return out;
 }
 
 /** argv as recorded and shown: at most 64 words of 256 characters. */

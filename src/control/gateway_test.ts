@@ -147,10 +147,13 @@ Deno.test("confirm parks the job; approve runs it exactly once; deny and expiry 
   assert.match(cv.reason ?? "", /expired/);
   assert.equal(rt.store.approvals.get(c.approval_id!)?.status, "expired");
   const kinds = rt.records().filter((x) => x.event.startsWith("approval.")).map((x) => x.event);
+  // Each operator decision is a vote first (who, how they proved it), then the resolution.
   assert.deepEqual(kinds, [
     "approval.requested",
+    "approval.vote",
     "approval.resolved",
     "approval.requested",
+    "approval.vote",
     "approval.resolved",
     "approval.requested",
     "approval.resolved",

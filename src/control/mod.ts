@@ -25,6 +25,7 @@ export {
   type Actor,
   type ActorKind,
   type AuditSink,
+  type OperatorAuth,
   Recorder,
   SYSTEM,
   type Written,

@@ -29,7 +29,9 @@ import type {
   SessionInfo,
   StopInput,
 } from "../wire/mod.ts";
-import type { ApprovalBook } from "./approvals.ts";
+import type { ApprovalBook, DecideResult } from "./approvals.ts";
+import type { BudgetLedger, BudgetRule, BudgetUsage } from "../governance/mod.ts";
+import type { ActionRow, ActionState, Store } from "../store/mod.ts";
 import type { Gateway } from "./gateway.ts";
 import type { Actor, Recorder } from "./recorder.ts";
 import type { Trail } from "./trail.ts";
@@ -44,6 +46,11 @@ export interface OperatorOpsOptions {
   remote?: RemoteOps;
   /** The vault: status, unlock/lock and entries (names only out, values only in). */
   vault?: VaultOps;
+  /** Budgets and the actions table (reconcile). */
+  ledger?: BudgetLedger;
+  store?: Pick<Store, "actions">;
+  /** Every budget of every policy (for the usage view). */
+  budgetRules?: () => readonly BudgetRule[];
 }
 
 export interface StopAllResult {
@@ -237,14 +244,58 @@ export class OperatorOps {
     this.#o.recorder.record(by, "stop_all.lifted", {});
   }
 
-  // ── approvals ─────────────────────────────────────────────────────────────
+  // ── actions and budgets (docs/GOVERNANCE.md) ─────────────────────────────
 
-  async approve(by: Actor, id: string, reason?: string): Promise<void> {
-    await this.#o.approvals.decide(id, true, by, reason);
+  /** Admitted actions, newest first; `state: "outcome_unknown"` lists what needs reconciling. */
+  actions(filter: { state?: ActionState; owner?: string; limit?: number }): ActionRow[] {
+    if (!this.#o.store) throw new TermadaError("NOT_SUPPORTED", "This daemon keeps no actions");
+    return this.#o.store.actions.list({ ...filter, limit: filter.limit ?? 100 });
   }
 
-  async deny(by: Actor, id: string, reason?: string): Promise<void> {
-    await this.#o.approvals.decide(id, false, by, reason);
+  /**
+   * An operator settles an action whose outcome the daemon could not know (it restarted, or a
+   * link was lost mid-action): its budgets count it as said, and the audit keeps who and why.
+   */
+  async reconcile(
+    by: Actor,
+    id: string,
+    state: "succeeded" | "failed",
+    note: string,
+  ): Promise<ActionRow> {
+    const ledger = this.#o.ledger;
+    const store = this.#o.store;
+    if (!ledger || !store) throw new TermadaError("NOT_SUPPORTED", "This daemon keeps no actions");
+    const row = store.actions.get(id);
+    if (!row) throw notFound("action", id);
+    if (row.state !== "outcome_unknown") {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Cannot reconcile action "${id}": its outcome is known (${row.state})`,
+        { details: { state: row.state } },
+      );
+    }
+    // Recorded first: a reconcile nobody can see must not count.
+    await this.#o.recorder.intent(by, "action.reconciled", { action_id: id, state, note });
+    ledger.reconcile(id, state, `${by.kind}:${by.id}`, note);
+    return store.actions.get(id)!;
+  }
+
+  /** Every budget's standing in its current window. */
+  budgets(): BudgetUsage[] {
+    const ledger = this.#o.ledger;
+    if (!ledger) return [];
+    return ledger.usage(this.#o.budgetRules?.() ?? []);
+  }
+
+  // ── approvals ─────────────────────────────────────────────────────────────
+
+  /** One operator's approval (a vote, when the rule needs a quorum). */
+  approve(by: Actor, id: string, reason?: string): Promise<DecideResult> {
+    return this.#o.approvals.decide(id, true, by, reason);
+  }
+
+  deny(by: Actor, id: string, reason?: string): Promise<DecideResult> {
+    return this.#o.approvals.decide(id, false, by, reason);
   }
 
   // ── servers ───────────────────────────────────────────────────────────────

@@ -17,6 +17,22 @@ export type ActorKind = "agent" | "operator" | "system";
 export interface Actor {
   kind: ActorKind;
   id: string;
+  /**
+   * An operator's proven identity (docs/GOVERNANCE.md): `token` — the static operator token
+   * (one principal, whatever name the client gives); `jwt` — an operator JWT's subject, tenant,
+   * roles, how they signed in (`amr`) and on whose behalf (`delegation`). Approvals count
+   * distinct principals and check roles and MFA on these fields only.
+   */
+  auth?: OperatorAuth;
+}
+
+export interface OperatorAuth {
+  via: "token" | "jwt";
+  principal: string;
+  tenant?: string;
+  roles: readonly string[];
+  amr: readonly string[];
+  delegation?: readonly string[];
 }
 
 /** What the audit log returns for a written record. */
@@ -73,7 +89,7 @@ export class Recorder {
     return this.#mirror(
       actor,
       event,
-      this.#guard(() => this.#sink.append(actor, event, plain(data))),
+      this.#guard(() => this.#sink.append(asLogged(actor), event, plain(data))),
     );
   }
 
@@ -83,7 +99,7 @@ export class Recorder {
     return this.#mirror(
       actor,
       event,
-      this.#guard(() => this.#sink.write(actor, event, plain(data))),
+      this.#guard(() => this.#sink.write(asLogged(actor), event, plain(data))),
     );
   }
 
@@ -96,7 +112,7 @@ export class Recorder {
     this.#before?.();
     let written: WrittenRecord;
     try {
-      written = await this.#sink.appendDurable(actor, event, plain(data));
+      written = await this.#sink.appendDurable(asLogged(actor), event, plain(data));
     } catch (err) {
       throw asUnavailable(err);
     }
@@ -138,9 +154,20 @@ export class Recorder {
   }
 
   #mirror(actor: Actor, event: string, w: WrittenRecord): Written {
-    this.#bus?.publish(event, { actor, ...w.data, audit_seq: w.seq, audit_hash: w.hash });
+    // As the log keeps it: kind and id (how an operator proved it is in the event's data).
+    this.#bus?.publish(event, {
+      actor: { kind: actor.kind, id: actor.id },
+      ...w.data,
+      audit_seq: w.seq,
+      audit_hash: w.hash,
+    });
     return { seq: w.seq, hash: w.hash };
   }
+}
+
+/** The actor as the log keeps it: kind and id (how an operator proved it is in the data). */
+function asLogged(actor: Actor): Actor {
+  return actor.auth === undefined ? actor : { kind: actor.kind, id: actor.id };
 }
 
 function plain(data: object): Record<string, unknown> {

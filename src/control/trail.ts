@@ -91,6 +91,11 @@ function jobRequest(job: Job): {
 }
 
 export class Trail {
+  /** The recorder records go through (for events the trail has no helper for). */
+  get recorder(): Recorder {
+    return this.#o.recorder;
+  }
+
   readonly #o: TrailOptions;
   readonly #captures = new Map<string, Capture>();
   #pruneTimer: ReturnType<typeof setTimeout> | undefined;
@@ -98,6 +103,8 @@ export class Trail {
   /** Ended jobs whose end is not stored yet, in the order they ended (see settle). */
   readonly #ended = new Map<string, Job>();
   #settling = false;
+  /** Runs when a job's end is stored (the gateway settles its budgets and action row). */
+  onFinished: ((job: Job) => void) | undefined;
   /** The cwd last stored for each open session (its row is only rewritten when it changes). */
   readonly #storedCwd = new Map<string, string>();
 
@@ -257,6 +264,7 @@ export class Trail {
     approved: boolean,
     reason: string | undefined,
     command: readonly string[],
+    approvers?: readonly string[],
   ): Promise<void> {
     await this.#o.recorder.intent(by, "approval.resolved", {
       approval_id: approvalId,
@@ -266,6 +274,7 @@ export class Trail {
       command: [...command],
       approved,
       ...(reason === undefined ? {} : { reason }),
+      ...(approvers && approvers.length > 0 ? { approvers: [...approvers] } : {}),
     });
   }
 
@@ -367,6 +376,7 @@ export class Trail {
     } catch (err) {
       log.error("could not store a job's outcome", { job: job.id, error: err });
     }
+    this.onFinished?.(job);
     try {
       this.#o.recorder.note(actorOfOwner(job.owner), "job.finished", {
         job_id: job.id,

@@ -41,6 +41,8 @@ import {
 } from "../shared/mod.ts";
 import { Store } from "../store/mod.ts";
 import { agentDirectory } from "./agents.ts";
+import { AnchorService } from "../governance/mod.ts";
+import { jwtVerifiers, operatorIdentity, refusalAuditor, reloadPolicy } from "./governance.ts";
 import { listenTcp, listenUnix, PREFERRED_PORT, type TcpBind } from "./listeners.ts";
 import { acquireLock, releaseLock, removeDaemonInfo, writeDaemonInfo } from "./lock.ts";
 import { listenMcpSocket, type McpSocket } from "./mcp_socket.ts";
@@ -83,6 +85,7 @@ interface Resources {
   servers: Deno.HttpServer[];
   mcpSocket: McpSocket;
   reclaimer: Reclaimer;
+  anchors: AnchorService;
 }
 
 export class Daemon {
@@ -151,9 +154,10 @@ export class Daemon {
       for (const f of cleanups.reverse()) await f();
     };
     // The bash parser only matters to a policy with rules (without rules everything is allowed).
-    const rules = Object.values(config.policies).some((p) =>
-      p.allow.length + p.deny.length + p.confirm.length > 0
-    );
+    const rules =
+      Object.values(config.policies).some((p) =>
+        p.allow.length + p.deny.length + p.confirm.length + (p.rules?.length ?? 0) > 0
+      ) || config.security.identity_mode === "strict";
     if (rules) await loadShellParser();
     const lock = acquireLock(paths.lockPath);
     cleanups.push(() => releaseLock(lock));
@@ -181,6 +185,20 @@ export class Daemon {
       const redact = (text: string) => decoder.decode(redactor.redact(encoder.encode(text)));
       const audit = AuditLog.open(auditDir, { redact });
       cleanups.push(() => audit.close());
+      // Signed anchors of the fsynced chain head, kept locally and sent to receivers (the key
+      // is made here at first start, 0600).
+      const anchors = await AnchorService.open({
+        stateDir: paths.stateDir,
+        log: audit,
+        everyMs: config.audit.anchors.every_s === null ? null : config.audit.anchors.every_s * 1000,
+        receivers: config.audit.anchors.receivers.map((r) => ({
+          name: r.name,
+          url: r.url,
+          ...(r.ca_file ? { caFile: r.ca_file } : {}),
+          timeoutMs: r.timeout_ms,
+        })),
+      });
+      cleanups.push(() => anchors.close());
       const bus = new EventBus(1000);
       const settings = engineOptionsFrom(config, paths);
       // Under run_as, session scratch directories leave the state dir (that user cannot enter
@@ -199,6 +217,25 @@ export class Daemon {
       }
       // Known once the engine detected the kernel's features (the policy asks per decision).
       const gate = { active: false };
+      // Who callers are (tokens, agent JWTs, dev-mode names): before control, whose policy and
+      // approvals ask who is behind an agent. Refusals are audited once the recorder exists.
+      let verifiers = await jwtVerifiers(config);
+      const recorderRef: { current?: Control["recorder"] } = {};
+      const refused = refusalAuditor(() => recorderRef.current);
+      // A fresh socket key per start, beside the MCP socket (0600, in a directory sessions
+      // cannot reach): development-mode naming needs it (see AgentDirectory.devKey).
+      const socketKey = writeSocketKey(`${paths.mcpSocketPath}.key`);
+      cleanups.push(() => removeQuietly(`${paths.mcpSocketPath}.key`));
+      const directory = agentDirectory(config, socketKey, {
+        ...(verifiers.agent ? { jwt: verifiers.agent } : {}),
+        refused,
+      });
+      const port = policyPort(config, {
+        PATH: options.env.PATH,
+        execGate: () => gate.active,
+        whoIs: (agent) => directory.principalOf(agent),
+      });
+      let liveConfig = config;
       // Host keys recorded on first contact are audited (the recorder exists once control does).
       let hostKeyRecorded: (e: HostKeyEvent) => Promise<void> = () => Promise.resolve();
       let serverCredential = (_server: string, _entry: string): {
@@ -242,10 +279,12 @@ export class Daemon {
         store,
         audit,
         bus,
-        policy: policyPort(config, {
-          PATH: options.env.PATH,
-          execGate: () => gate.active,
-        }),
+        policy: port,
+        whoIs: (agent) => directory.principalOf(agent),
+        approvalQuotas: {
+          perOwner: config.security.quotas.pending_per_owner,
+          total: config.security.quotas.pending_total,
+        },
         spoolDir: paths.spoolDir,
         spoolMaxBytes: config.jobs.spool_max_bytes,
         finishedPerAgent: config.jobs.finished_per_agent,
@@ -275,6 +314,7 @@ export class Daemon {
       cleanups.push(() => control.shutdown());
       gate.active = control.agents.boundary().exec_gate.active;
       const recorder = control.recorder;
+      recorderRef.current = recorder;
       recorder.record(SYSTEM, "config.loaded", {
         source: loaded.source,
         path: loaded.path,
@@ -325,12 +365,7 @@ export class Daemon {
         (req) => ref.app!.app.fetch(req, { listener: "tcp" }),
       );
       servers.push(tcp.server);
-      // A fresh socket key per start, beside the MCP socket (0600, in a directory sessions
-      // cannot reach): development-mode naming needs it (see AgentDirectory.devKey).
-      const socketKey = writeSocketKey(`${paths.mcpSocketPath}.key`);
-      cleanups.push(() => removeQuietly(`${paths.mcpSocketPath}.key`));
-      const directory = agentDirectory(config, socketKey);
-      const onAgent = (id: string, via: "token" | "dev") => {
+      const onAgent = (id: string, via: string) => {
         try {
           store.agents.upsert({ id, via });
           recorder.note({ kind: "agent", id }, "agent.connected", { via });
@@ -345,20 +380,48 @@ export class Daemon {
         agents: directory,
         port: tcp.port,
         operatorToken: token,
+        operatorAuth: {
+          get roles() {
+            return liveConfig.security.operator_token_roles;
+          },
+          jwt: (t) => {
+            const v = verifiers.operator;
+            if (!v) {
+              return Promise.reject(Object.assign(new Error("no"), { reason: "not configured" }));
+            }
+            return operatorIdentity(v, t);
+          },
+          refused: (reason) => refused({ transport: "operator", reason }),
+        },
         operator: {
+          reloadPolicy: () =>
+            reloadPolicy({
+              path: loaded.path,
+              env: options.env,
+              current: () => liveConfig,
+              recorder,
+              apply: (next, v) => {
+                liveConfig = next;
+                verifiers = v;
+                port.reload(next);
+                directory.reload(next, v.agent);
+              },
+            }),
           auditTail: (n) => audit.tail(n),
+          anchors,
           auditVerify: () => verifyAudit(auditDir),
           bus,
           port: tcp.port,
           policy: () => ({
-            default_policy: config.default_policy,
-            policies: config.policies,
+            default_policy: liveConfig.default_policy,
+            policies: liveConfig.policies,
             agents: Object.fromEntries(
-              Object.entries(config.agents).map((
+              Object.entries(liveConfig.agents).map((
                 [id, a],
-              ) => [id, { name: a.name ?? null, policy: a.policy ?? config.default_policy }]),
+              ) => [id, { name: a.name ?? null, policy: a.policy ?? liveConfig.default_policy }]),
             ),
-            dev_mode: config.auth.dev_mode,
+            dev_mode: liveConfig.auth.dev_mode,
+            identity_mode: liveConfig.security.identity_mode,
           }),
         },
         onAgent,
@@ -408,7 +471,7 @@ export class Daemon {
         host: bind.hostname,
         audit,
         missions,
-        resources: { lock, abort, servers, mcpSocket, reclaimer },
+        resources: { lock, abort, servers, mcpSocket, reclaimer, anchors },
       });
       if (runAs) {
         log.info("local sessions and jobs run as another user (security.run_as)", {
@@ -417,6 +480,7 @@ export class Daemon {
           gid: runAs.gid,
         });
       }
+      anchors.start();
       log.info("daemon ready", {
         pid: Deno.pid,
         socket: paths.socketPath,
@@ -481,6 +545,12 @@ export class Daemon {
         "stop record",
         () => this.control.recorder.record(SYSTEM, "daemon.stopped", { reason }),
       );
+      // The last head, signed (delivered now if a receiver is up, else at the next start).
+      await step("anchor", async () => {
+        await r.anchors.anchorNow();
+        await Promise.race([r.anchors.flush(), new Promise((ok) => setTimeout(ok, 2000))]);
+      });
+      await step("anchors", () => r.anchors.close());
       await step("audit log", () => this.audit.close());
       await step("store", () => this.store.close());
       removeQuietly(this.paths.socketPath);

@@ -12,7 +12,7 @@
  */
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import type { AgentDirectory } from "../api/mod.ts";
+import type { AgentDirectory, CallerIdentity } from "../api/mod.ts";
 import { agentIdFromName } from "../api/mod.ts";
 import {
   createMcpServer,
@@ -34,8 +34,8 @@ export interface McpSocketOptions {
   path: string;
   agents: AgentDirectory;
   server: Omit<McpServerOptions, "agent">;
-  attach?: (agent: string, via: "token" | "dev") => () => void;
-  onAgent?: (id: string, via: "token" | "dev") => void;
+  attach?: (agent: string, via: string) => () => void;
+  onAgent?: (id: string, via: string) => void;
 }
 
 export interface McpSocket {
@@ -194,7 +194,7 @@ class Connection {
       }
       if (!this.#transport) {
         pending.push(value);
-        const who = this.#identify(hello, value);
+        const who = await this.#identify(hello, value);
         if ("error" in who) {
           const id = requestId(value);
           if (id !== null) this.send(rpcError(id, -32001, who.error));
@@ -211,19 +211,21 @@ class Connection {
     }
   }
 
-  #identify(
+  async #identify(
     hello: Hello,
     first: unknown,
-  ): { agent: string; via: "token" | "dev" } | { error: string } {
+  ): Promise<{ agent: string; via: CallerIdentity["via"] } | { error: string }> {
     const agents = this.#o.agents;
     if (hello.token !== undefined) {
-      const agent = agents.agentForToken(hello.token);
-      return agent ? { agent, via: "token" } : { error: "Unknown agent token" };
+      const who = await agents.authenticate(hello.token, "mcp-socket");
+      return "error" in who ? who : { agent: who.agent, via: who.via };
     }
     if (!agents.devMode) {
+      agents.noCredential("mcp-socket");
       return { error: "An agent token is required (--token or TERMADA_AGENT_TOKEN)" };
     }
     if (!agents.devKey(hello.key)) {
+      agents.noCredential("mcp-socket");
       return {
         error: "Development mode needs the socket key (the shim sends it) or an agent token; " +
           "processes inside a Termada session cannot read it",
@@ -233,10 +235,11 @@ class Connection {
     const agent = agentIdFromName(claimed);
     if (!agent) return { error: `Bad agent id "${claimed}"` };
     if (agents.isConfigured(agent)) return { error: `Agent "${agent}" has a token: present it` };
+    agents.devIdentity(agent);
     return { agent, via: "dev" };
   }
 
-  #connect(agent: string, via: "token" | "dev"): void {
+  #connect(agent: string, via: CallerIdentity["via"]): void {
     const transport = new LineTransport((m) => this.send(m));
     this.#transport = transport;
     this.#detach = this.#o.attach?.(agent, via) ?? (() => {});

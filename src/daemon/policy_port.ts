@@ -10,22 +10,36 @@
  * shared by every applet.
  */
 import { basename } from "node:path";
-import { type Config, policyFor } from "../config/mod.ts";
-import type { ExecFacts, PolicyPort } from "../control/mod.ts";
+import { type BudgetEntry, type Config, policyFor } from "../config/mod.ts";
+import type { BudgetRule } from "../governance/mod.ts";
+import type { ExecFacts, PolicyPort, PolicyVerdict } from "../control/mod.ts";
 import {
+  classifyRisk,
+  combineRequirements,
+  CompiledGovernance,
   CompiledResourceRules,
   compilePolicy,
   decide,
+  decideEach,
   decideExec,
+  decideGoverned,
   decideLine,
   decideResource,
   type ExecSubject,
+  type GovernedFacts,
+  type GovernedKind,
+  type GovernedVerdict,
+  isProduction,
+  isReversible,
+  ONE_OPERATOR,
   type ResourceKind,
   type ResourceRules,
   type ResourceSubject,
   ruleProgramNames,
 } from "../policy/mod.ts";
 import { fileIdentity } from "../sandbox/mod.ts";
+
+const RANK = { allow: 0, confirm: 1, deny: 2 } as const;
 
 const SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
 
@@ -59,6 +73,10 @@ function identityIndex(
 }
 
 export interface PolicyPortOptions {
+  /** Who is behind an agent (its principal and tenant), for structured rules. */
+  whoIs?: (agent: string) => { principal: string; tenant?: string };
+  /** Epoch ms (tests). */
+  now?: () => number;
   /** PATH to find the programs rules name (default: the daemon's). */
   PATH?: string;
   /**
@@ -68,11 +86,94 @@ export interface PolicyPortOptions {
   execGate?: () => boolean;
 }
 
+/** The gateway's policy port, with the config it decides by swappable (`reload`). */
+export interface ReloadablePolicyPort extends PolicyPort {
+  /** Decides by `next` from now on (its compiled forms are built on first use). */
+  reload(next: Config): void;
+}
+
 export function policyPort(
-  config: Config,
+  initial: Config,
   env: PolicyPortOptions = { PATH: Deno.env.get("PATH") },
-): PolicyPort {
+): ReloadablePolicyPort {
+  let config = initial;
   const gated = () => env.execGate?.() ?? false;
+  const now = env.now ?? (() => Date.now());
+  const governance = new WeakMap<object, CompiledGovernance>();
+  const governanceOf = (agent: string) => {
+    const rules = policyFor(config, agent);
+    let g = governance.get(rules);
+    if (!g) {
+      g = new CompiledGovernance(rules.rules ?? [], rules.approval);
+      governance.set(rules, g);
+    }
+    return g;
+  };
+  const strict = () => config.security.identity_mode === "strict";
+  const environmentOf = (target: string | undefined) =>
+    target === undefined || target === "local"
+      ? (config.security.environment ?? undefined)
+      : config.servers.find((s) => s.name === target)?.environment;
+  /**
+   * The structured rules and strict mode over what the glob lists decided: strictest wins; a
+   * confirm carries the requirements of every matching confirm rule (the `confirm` list's own:
+   * the policy's `approval`); in strict mode what no allow rule matched is denied.
+   */
+  const govern = (
+    agent: string,
+    kind: GovernedKind,
+    legacy: PolicyVerdict,
+    what: Pick<GovernedFacts, "command" | "resources">,
+    target: string | undefined,
+    judgeOpts?: { env?: Record<string, string>; execGate: boolean },
+  ): PolicyVerdict => {
+    const rules = policyFor(config, agent);
+    let d: PolicyVerdict = legacy.action === "confirm"
+      ? { ...legacy, approval: rules.approval ?? ONE_OPERATOR }
+      : legacy;
+    if (d.action === "deny") return d;
+    const g = governanceOf(agent);
+    const explicitAllow = legacy.rule?.list === "allow";
+    let governed: GovernedVerdict | undefined;
+    if (!g.empty) {
+      const who = env.whoIs?.(agent) ?? { principal: `agent:${agent}` };
+      const environment = environmentOf(target);
+      const facts: GovernedFacts = {
+        kind,
+        principal: who.principal,
+        ...(who.tenant ? { tenant: who.tenant } : {}),
+        ...(environment ? { environment } : {}),
+        risk: classifyRisk(kind, environment),
+        reversible: isReversible(kind),
+        now: now(),
+        ...what,
+        judge: (policies) => {
+          const c = what.command;
+          if (!c) return policies.map(() => "deny" as const);
+          return decideEach("line" in c ? c : c.argv, policies, {
+            ...(judgeOpts?.env ? { env: judgeOpts.env } : {}),
+            execGate: judgeOpts?.execGate ?? false,
+          }).map((x) => x.action);
+        },
+      };
+      governed = decideGoverned(g, facts);
+    }
+    if (governed) {
+      if (RANK[governed.action] > RANK[d.action]) {
+        d = { ...governed };
+      } else if (governed.action === "confirm" && d.action === "confirm") {
+        d = { ...d, approval: combineRequirements(d.approval, governed.approval) };
+      }
+      if (d.action === "deny") return d;
+    }
+    if (strict() && d.action === "allow" && !explicitAllow && governed?.action !== "allow") {
+      return {
+        action: "deny",
+        reason: `denied: strict identity mode and no allow rule matches this ${kind}`,
+      };
+    }
+    return d;
+  };
   // Keyed by the rules object (one per configured policy), not by agent: dev-mode agent names
   // are unbounded, policies are not.
   const compiled = new WeakMap<object, ReturnType<typeof compilePolicy>>();
@@ -127,103 +228,196 @@ export function policyPort(
     return m.get(kind);
   };
   return {
+    reload: (next: Config) => {
+      config = next;
+    },
+    allBudgets: () =>
+      Object.entries(config.policies).flatMap(([policy, rules]) =>
+        (rules.budgets ?? []).map((b) => budgetRule(policy, b))
+      ),
+    budgetsFor: (agent: string, target: string) => {
+      const rules = policyFor(config, agent);
+      const a = Object.hasOwn(config.agents, agent) ? config.agents[agent] : undefined;
+      const policy = a?.policy ?? config.default_policy;
+      const who = env.whoIs?.(agent) ?? { principal: `agent:${agent}` };
+      return {
+        rules: (rules.budgets ?? []).map((b) => budgetRule(policy, b)),
+        principal: who.principal,
+        ...(who.tenant ? { tenant: who.tenant } : {}),
+        production: isProduction(environmentOf(target)),
+      };
+    },
     decide: (agent, command, vars, opts) => {
-      const c = rulesOf(agent);
-      if (opts?.remote) {
-        const refused = remoteEnvVerdict(c.empty, vars);
-        if (refused) return refused;
-      }
-      // The line is parsed as bash; a POSIX sh (dash) reads $'…' and $"…" as other words.
-      if (opts?.posix && !c.empty && command.length === 1 && /\$['"]/.test(command[0]!)) {
-        return {
-          action: "deny",
-          reason:
-            "a line for a POSIX sh session holds $'…' or $\"…\", which sh reads differently " +
-            "from bash: what would run is not what the policy read",
-        };
-      }
-      return decide(command, c, { env: vars, execGate: opts?.remote ? false : gated() });
+      const kind: GovernedKind = opts?.kind ?? "exec";
+      const execGate = opts?.remote ? false : gated();
+      const legacy = decideLegacy(agent, command, vars, opts);
+      return govern(agent, kind, legacy, { command: { argv: command } }, opts?.target, {
+        ...(vars ? { env: vars } : {}),
+        execGate,
+      });
     },
     decideEnv: (agent, vars) =>
       remoteEnvVerdict(rulesOf(agent).empty, vars) ?? {
         action: "allow",
         reason: "the environment holds no variable that makes programs run code",
       },
-    decideResource: (agent: string, subject: ResourceSubject) => {
-      const c = rulesOf(agent);
-      const openPolicy = c.empty;
-      // Servers: the commands run there are still decided by the command rules. Forwards and
-      // files go around the command rules, so a policy with rules and none for them fails closed.
-      if (subject.kind === "vault") {
-        return decideResource(subject, resourceRules(agent, "vault"), {
-          action: "deny",
-          reason: `the policy has no "vault" rules (secrets fail closed)`,
-        });
-      }
-      const fallback = subject.kind === "server" || openPolicy
-        ? { action: "allow" as const, reason: "the policy has no rules for it" }
-        : {
-          action: "deny" as const,
-          reason: `the policy has command rules and no "${
-            subject.kind === "forward" ? "forwards" : subject.kind.replace(".", "s.")
-          }" rules (fail closed)`,
-        };
-      return decideResource(subject, resourceRules(agent, subject.kind), fallback);
+    decideResource: (agent: string, subject: ResourceSubject, actionKind?: string) => {
+      const legacy = decideResourceLegacy(agent, subject);
+      if (subject.kind === "vault") return legacy;
+      const kind: GovernedKind = actionKind === "fleet"
+        ? "fleet"
+        : subject.kind === "server"
+        ? "session"
+        : subject.kind;
+      const target = subject.kind === "server"
+        ? subject.name
+        : subject.kind === "forward"
+        ? subject.server
+        : subject.target;
+      const text = subject.kind === "server"
+        ? subject.name
+        : subject.kind === "forward"
+        ? `${subject.server}:${subject.host}:${subject.port}`
+        : subject.path;
+      return govern(agent, kind, legacy, { resources: [text] }, target);
     },
-    decideLine: (agent, line, opts) =>
-      decideLine(line, rulesOf(agent), { execGate: opts?.remote ? false : gated() }),
+    decideLine: (agent, line, opts) => {
+      const execGate = opts?.remote ? false : gated();
+      const legacy = decideLine(line, rulesOf(agent), { execGate });
+      return govern(agent, "input", legacy, { command: { line } }, opts?.target, { execGate });
+    },
     autoAnswer: (agent, prompt) =>
       rulesOf(agent).autoAnswer.find((a) => a.prompt.test(prompt))?.answer,
     decideExec: (agent: string, exec: ExecFacts) => {
-      const c = rulesOf(agent);
-      if (c.deny.length + c.confirm.length === 0) {
-        return {
-          action: "allow",
-          reason: "allowed at exec: the policy has no deny or confirm rules",
-        };
-      }
-      const idx = indexOf(agent);
-      const subjects: ExecSubject[] = [{
-        names: namesOf(idx, exec.path, exec.argv[0], exec.sha256),
-        args: exec.argv.slice(1),
-      }];
-      // Each `#!` level runs as `<interpreter> [arg] <the file below it> args…`.
-      let below = exec.path;
-      let rest = exec.argv.slice(1);
-      for (const i of exec.chain ?? (exec.interpreter ? [exec.interpreter] : [])) {
-        rest = [below, ...rest];
-        subjects.push({
-          names: namesOf(idx, i.path, undefined, i.sha256),
-          args: [...(i.arg ? [i.arg] : []), ...rest],
-        });
-        below = i.path;
-      }
-      if (exec.loads?.unknown) {
-        return {
-          action: "deny",
-          reason: "denied at exec: the dynamic loader runs a program its options hide",
-          verify: true,
-        };
-      }
-      if (exec.loads) {
-        subjects.push({
-          names: namesOf(idx, exec.loads.path, exec.loads.argv[0], exec.loads.sha256),
-          args: exec.loads.argv.slice(1),
-        });
-      }
-      const d = decideExec(subjects, c);
-      if (d.action === "allow" && exec.unknown && exec.path !== "") {
-        // Nothing to identify it by (unreadable or gone): fail closed when rules exist. A path
-        // that does not exist fails in the kernel anyway (ENOENT), denied or not.
-        return {
-          ...d,
-          action: "deny",
-          reason: `denied at exec: "${exec.path}" cannot be read to tell what it is`,
-          verify: true,
-        };
-      }
-      return { ...d, verify: true };
+      const legacy = decideExecLegacy(agent, exec);
+      if (legacy.action === "deny" || governanceOf(agent).empty) return legacy;
+      // Structured deny and confirm rules on exec hold at every execve too (allow rules are
+      // the static layer's, like the allow list): on the exact argv, under its file's name.
+      const argv = [
+        exec.path === "" ? (exec.argv[0] ?? "") : basename(exec.path),
+        ...exec.argv.slice(1),
+      ];
+      const d = govern(
+        agent,
+        "exec",
+        { action: "allow", reason: legacy.reason },
+        {
+          command: { argv },
+        },
+        undefined,
+        { execGate: true },
+      );
+      if (d.action === "allow") return legacy;
+      return { ...d, verify: true, reason: `${d.reason} (at exec)` };
     },
+  };
+
+  function decideLegacy(
+    agent: string,
+    command: readonly string[],
+    vars: Record<string, string> | undefined,
+    opts: { remote?: boolean; posix?: boolean } | undefined,
+  ): PolicyVerdict {
+    const c = rulesOf(agent);
+    if (opts?.remote) {
+      const refused = remoteEnvVerdict(c.empty, vars);
+      if (refused) return refused;
+    }
+    // The line is parsed as bash; a POSIX sh (dash) reads $'…' and $"…" as other words.
+    if (opts?.posix && !c.empty && command.length === 1 && /\$['"]/.test(command[0]!)) {
+      return {
+        action: "deny",
+        reason: "a line for a POSIX sh session holds $'…' or $\"…\", which sh reads differently " +
+          "from bash: what would run is not what the policy read",
+      };
+    }
+    return decide(command, c, { env: vars, execGate: opts?.remote ? false : gated() });
+  }
+
+  function decideResourceLegacy(agent: string, subject: ResourceSubject): PolicyVerdict {
+    const c = rulesOf(agent);
+    const openPolicy = c.empty;
+    // Servers: the commands run there are still decided by the command rules. Forwards and
+    // files go around the command rules, so a policy with rules and none for them fails closed.
+    if (subject.kind === "vault") {
+      return decideResource(subject, resourceRules(agent, "vault"), {
+        action: "deny",
+        reason: `the policy has no "vault" rules (secrets fail closed)`,
+      });
+    }
+    const fallback = subject.kind === "server" || openPolicy
+      ? { action: "allow" as const, reason: "the policy has no rules for it" }
+      : {
+        action: "deny" as const,
+        reason: `the policy has command rules and no "${
+          subject.kind === "forward" ? "forwards" : subject.kind.replace(".", "s.")
+        }" rules (fail closed)`,
+      };
+    return decideResource(subject, resourceRules(agent, subject.kind), fallback);
+  }
+
+  function decideExecLegacy(agent: string, exec: ExecFacts): PolicyVerdict {
+    const c = rulesOf(agent);
+    if (c.deny.length + c.confirm.length === 0) {
+      return {
+        action: "allow",
+        reason: "allowed at exec: the policy has no deny or confirm rules",
+      };
+    }
+    const idx = indexOf(agent);
+    const subjects: ExecSubject[] = [{
+      names: namesOf(idx, exec.path, exec.argv[0], exec.sha256),
+      args: exec.argv.slice(1),
+    }];
+    // Each `#!` level runs as `<interpreter> [arg] <the file below it> args…`.
+    let below = exec.path;
+    let rest = exec.argv.slice(1);
+    for (const i of exec.chain ?? (exec.interpreter ? [exec.interpreter] : [])) {
+      rest = [below, ...rest];
+      subjects.push({
+        names: namesOf(idx, i.path, undefined, i.sha256),
+        args: [...(i.arg ? [i.arg] : []), ...rest],
+      });
+      below = i.path;
+    }
+    if (exec.loads?.unknown) {
+      return {
+        action: "deny",
+        reason: "denied at exec: the dynamic loader runs a program its options hide",
+        verify: true,
+      };
+    }
+    if (exec.loads) {
+      subjects.push({
+        names: namesOf(idx, exec.loads.path, exec.loads.argv[0], exec.loads.sha256),
+        args: exec.loads.argv.slice(1),
+      });
+    }
+    const d = decideExec(subjects, c);
+    if (d.action === "allow" && exec.unknown && exec.path !== "") {
+      // Nothing to identify it by (unreadable or gone): fail closed when rules exist. A path
+      // that does not exist fails in the kernel anyway (ENOENT), denied or not.
+      return {
+        ...d,
+        action: "deny",
+        reason: `denied at exec: "${exec.path}" cannot be read to tell what it is`,
+        verify: true,
+      };
+    }
+    return { ...d, verify: true };
+  }
+}
+
+function budgetRule(policy: string, b: BudgetEntry): BudgetRule {
+  return {
+    policy,
+    name: b.name,
+    scope: b.scope,
+    metric: b.metric,
+    limit: b.limit,
+    windowMs: b.window,
+    ...(b.kinds ? { kinds: b.kinds } : {}),
+    ...(b.match ? { match: b.match } : {}),
   };
 }
 

@@ -26,7 +26,7 @@ export interface EngineLimits {
 
 export const DEFAULT_LIMITS: EngineLimits = {
   sessionsPerOwner: 32,
-  sessionsTotal: 256,
+  sessionsTotal: 128,
   backgroundPerOwner: 16,
   finishedJobsPerOwner: 50,
   finishedJobsTotal: 2000,

@@ -16,6 +16,7 @@ export {
   CompiledPolicy,
   compilePolicy,
   decide,
+  decideEach,
   decideExec,
   decideLine,
   type DecideOptions,
@@ -28,6 +29,22 @@ export {
 } from "./policy.ts";
 export { type CompiledGlob, compileGlob, globMatch } from "./glob.ts";
 export { POLICY_LIMITS } from "./_analyze.ts";
+export {
+  type ApprovalRequirement,
+  classifyRisk,
+  combineRequirements,
+  CompiledGovernance,
+  decideGoverned,
+  type GovernedFacts,
+  type GovernedKind,
+  type GovernedVerdict,
+  isProduction,
+  isReversible,
+  ONE_OPERATOR,
+  requirementCovered,
+  type Risk,
+  type StructuredRuleInput,
+} from "./governed.ts";
 export { loadShellParser, shellParserLoaded } from "./_parser.ts";
 export {
   CompiledResourceRules,

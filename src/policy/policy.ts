@@ -122,6 +122,24 @@ export function decide(
   return judge(gateFiles(withEnv(analysis, options.env), options), compiledFor(policy));
 }
 
+/**
+ * Decides one command against several policies with one analysis (structured rules: one
+ * single-rule policy each). `line`: a typed line rather than an argv/command.
+ */
+export function decideEach(
+  command: readonly string[] | { line: string },
+  policies: readonly (PolicyRules | CompiledPolicy)[],
+  options: DecideOptions = {},
+): Decision[] {
+  const analysis = "line" in command
+    ? analyzeLine(command.line)
+    : command.length === 1
+    ? analyzeLine(command[0]!)
+    : analyzeArgv(command);
+  const a = gateFiles(withEnv(analysis, options.env), options);
+  return policies.map((p) => judge(a, compiledFor(p)));
+}
+
 function withEnv(analysis: Analysis, env: DecideOptions["env"]): Analysis {
   if (env === undefined || Object.keys(env).length === 0) return analysis;
   analyzeEnv(analysis, env);

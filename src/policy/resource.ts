@@ -109,6 +109,13 @@ export function matchTokens(pat: Int32Array, text: string): boolean {
   return cur[n] === 1;
 }
 
+/** A resource glob (`*` within a `/` segment, `**` across, `?`, `\\` escapes), compiled. */
+export function compileResourceGlob(pattern: string): Int32Array {
+  const text = pattern.trim();
+  if (text === "") throw new RangeError("Resource pattern is empty");
+  return tokens(text);
+}
+
 function compilePattern(kind: ResourceKind, source: string): CompiledPattern {
   const text = source.trim();
   if (text === "") throw new RangeError("Resource pattern is empty");

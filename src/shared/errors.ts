@@ -52,6 +52,21 @@ export interface ErrorDetails {
   host_key?: { known: string; offered: string };
   /** Audit errors: where the hash chain is broken. */
   broken?: { seq: number | null; segment: string; line: number; reason: string };
+  /** Approvals: distinct approvers so far and needed. */
+  votes?: number;
+  quorum?: number;
+  /** Quotas: the bounds that were reached. */
+  per_owner?: number;
+  total?: number;
+  /** BUDGET_EXCEEDED: which budget, for whom, how much, and when it resets (ISO, or null). */
+  budget?: string;
+  scope?: string;
+  scope_key?: string;
+  metric?: string;
+  limit?: number;
+  used?: number;
+  reserved?: number;
+  reset_at?: string | null;
 }
 
 export interface TermadaErrorOptions {

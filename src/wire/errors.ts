@@ -25,6 +25,18 @@ export const ErrorDetailsSchema = z.object({
     line: z.number().int(),
     reason: z.string(),
   }).optional(),
+  votes: z.number().int().optional(),
+  quorum: z.number().int().optional(),
+  per_owner: z.number().int().optional(),
+  total: z.number().int().optional(),
+  budget: z.string().optional(),
+  scope: z.string().optional(),
+  scope_key: z.string().optional(),
+  metric: z.string().optional(),
+  limit: z.number().optional(),
+  used: z.number().optional(),
+  reserved: z.number().optional(),
+  reset_at: z.string().nullable().optional(),
 });
 
 export const ErrorBodySchema = z.object({

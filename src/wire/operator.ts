@@ -44,7 +44,12 @@ export type DecisionInput = z.output<typeof DecisionInput>;
 export const Decision = z.object({
   ok: z.boolean(),
   approval_id: z.string(),
+  /** True once it is approved (a quorum: when the last needed vote came in). */
   approved: z.boolean(),
+  /** `pending`: the vote counted, more approvers are needed. */
+  status: z.enum(["approved", "denied", "pending"]).optional(),
+  votes: z.number().int().optional(),
+  quorum: z.number().int().optional(),
 });
 export type Decision = z.infer<typeof Decision>;
 

@@ -25,7 +25,7 @@ Usage:
       applying an edited config's policies, agents and identity settings without a restart.
   termada stop [--barrier-ms MS] [--grace-ms MS] | termada resume
       Kill switch: refuse new commands for a while and stop every running job.
-  termada audit [-n N] [--json] | termada audit verify [--anchors] | termada audit resume
+  termada audit [-n N] [--json] | audit verify [--anchors] | audit anchor | audit resume
       The tamper-evident audit log; verify checks the whole hash chain (works offline);
       resume reopens a log that stopped after a write fault, once the chain verifies.
   termada mission list [--status S] | show ID | report ID [--json] [--out FILE] | cancel ID

@@ -287,6 +287,13 @@ export async function auditCommand(args: string[], ctx: OperatorContext): Promis
       hint: "termada audit verify --anchors",
     });
   }
+  if (positionals[0] === "anchor") {
+    // A signed anchor of the durable head, now (delivered to the receivers in the background).
+    const a = await call(p, "POST", "/audit/anchor", {});
+    if (values.json) await ctx.out(JSON.stringify(a, null, 2) + "\n");
+    else await ctx.out(`Anchored seq ${a.seq} ${a.hash} (key ${a.key_id})\n`);
+    return 0;
+  }
   if (positionals[0] === "verify") {
     const auditDir = join(p.stateDir, "audit");
     const r = verifyAudit(auditDir);
@@ -328,7 +335,8 @@ export async function auditCommand(args: string[], ctx: OperatorContext): Promis
   }
   if (positionals.length > 0) {
     throw new TermadaError("INVALID_ARGUMENT", `Unknown audit command "${positionals[0]}"`, {
-      hint: "termada audit [-n N] [--json] | termada audit verify | termada audit resume",
+      hint:
+        "termada audit [-n N] [--json] | termada audit verify [--anchors] | termada audit anchor | termada audit resume",
     });
   }
   const r = await call(p, "GET", `/audit?n=${encodeURIComponent(values.n ?? "50")}`);

@@ -22,7 +22,13 @@ import type { Actor } from "./recorder.ts";
 import { SYSTEM } from "./recorder.ts";
 import type { Trail } from "./trail.ts";
 import type { ProgramConfirm } from "./gateway.ts";
-import { type ApprovalRequirement, ONE_OPERATOR, requirementCovered } from "../policy/mod.ts";
+import {
+  type ApprovalRequirement,
+  holdsRoles,
+  ONE_OPERATOR,
+  requirementCovered,
+  roleSets,
+} from "../policy/mod.ts";
 import { createHash } from "node:crypto";
 
 const log = logger("control");
@@ -353,10 +359,11 @@ export class ApprovalBook {
         "Ask another operator to approve it",
       );
     }
-    if (r.roles.length > 0 && !auth.roles.some((x) => r.roles.includes(x))) {
+    if (!holdsRoles(r, auth.roles)) {
+      const need = roleSets(r).map((s) => s.map((x) => `"${x}"`).join(" or ")).join(", and ");
       refuse(
-        `it needs an approver with the role ${r.roles.map((x) => `"${x}"`).join(" or ")}`,
-        "Sign in with an operator JWT that carries one of those roles",
+        `it needs an approver with the role ${need}`,
+        "Sign in with an operator JWT that carries those roles",
       );
     }
     if (r.mfa && !auth.amr.some((m) => MFA_METHODS.has(m))) {
@@ -419,7 +426,9 @@ export class ApprovalBook {
     if (current?.action === "confirm" && !requirementCovered(current.approval, p.requirements)) {
       return "the policy now requires more approval than it was given";
     }
-    const hash = p.job ? jobHash(p.job) : p.actionHash;
+    // A parked job is hashed again as it is now; a program in execve and an action are what
+    // was asked for (held, unchanged, by the kernel or the waiting call).
+    const hash = p.job && !p.exec ? jobHash(p.job) : p.actionHash;
     const used = grants.consume(grant, p.subject.id, hash, now);
     if (used !== "ok") return `its grant could not be used (${used})`;
     try {
@@ -503,6 +512,14 @@ export class ApprovalBook {
         expires_at: new Date(p.expiresAt).toISOString(),
         ...(p.rule === undefined ? {} : { rule: p.rule }),
         ...(p.exec ? { exec: { ...p.exec } } : {}),
+        requirements: {
+          quorum: p.requirements.quorum,
+          roles: [...p.requirements.roles],
+          mfa: p.requirements.mfa,
+          exclude_requester: p.requirements.exclude_requester,
+        },
+        requester: p.requester,
+        approvers: [...p.approvers],
       };
     });
   }
@@ -535,10 +552,7 @@ export class ApprovalBook {
       reason: confirm.reason,
       requested_at: now,
       expires_at: now + timeout,
-      requirements: {
-        ...(confirm.approval ?? ONE_OPERATOR),
-        roles: [...(confirm.approval ?? ONE_OPERATOR).roles],
-      },
+      requirements: storedRequirements(confirm.approval ?? ONE_OPERATOR),
     });
     return { id, now, timeout };
   }
@@ -591,6 +605,16 @@ export class ApprovalBook {
       return status !== "approved";
     }
   }
+}
+
+function storedRequirements(r: ApprovalRequirement) {
+  return {
+    quorum: r.quorum,
+    roles: [...r.roles],
+    mfa: r.mfa,
+    exclude_requester: r.exclude_requester,
+    ...(r.role_sets ? { role_sets: r.role_sets.map((s) => [...s]) } : {}),
+  };
 }
 
 function hashOf(value: unknown): string {

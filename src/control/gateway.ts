@@ -253,12 +253,14 @@ export class Gateway {
       throw this.#stoppedError();
     }
     if (req.vault !== undefined) {
+      this.#admitInput(req, `[vault:${req.vault}]`);
       await trail.inputWritten(req.job, `[vault:${req.vault}]`, req.reader);
       return;
     }
     if (req.echoOff) {
       // The terminal does not echo: a password for su/ssh/sudo, not a command. Only the fact
       // is recorded, never the text.
+      this.#admitInput(req, "[not echoed]");
       await trail.inputWritten(req.job, "[not echoed]", req.reader);
       return;
     }
@@ -287,7 +289,29 @@ export class Gateway {
         },
       );
     }
+    this.#admitInput(req, shown);
     await trail.inputWritten(req.job, shown, req.reader, decision);
+  }
+
+  /**
+   * A typed line is an action too: budgets count it, and it has an action row (settled at
+   * once: typing it is the whole effect). BUDGET_EXCEEDED refuses it, recorded.
+   */
+  #admitInput(req: InputAdmission, shown: string): void {
+    if (!this.#o.ledger) return;
+    const id = newId("act");
+    try {
+      this.#admitBudget(req.job.owner, id, "input", req.target ?? "local", [shown]);
+    } catch (err) {
+      this.#o.trail.inputRefused(
+        req.job,
+        shown,
+        req.reader,
+        err instanceof Error ? err.message : String(err),
+      );
+      throw err;
+    }
+    this.#settle(id, { ok: true });
   }
 
   /**
@@ -573,6 +597,15 @@ export class Gateway {
    */
   jobEnded(job: Job): void {
     if (!this.#admittedJobs.delete(job.id)) return;
+    if (job.status === "orphaned") {
+      // The link to its server dropped while it ran: nobody can say what it did.
+      try {
+        this.#o.ledger?.unknown(job.id, { status: job.status, reason: job.reason ?? "" });
+      } catch (err) {
+        log.warn("could not mark an action's outcome unknown", { action: job.id, error: err });
+      }
+      return;
+    }
     const ran = job.endedAt !== undefined ? (job.endedAt - job.startedAt) / 1000 : 0;
     this.#settle(job.id, {
       ok: job.status === "exited" && job.exitCode === 0,

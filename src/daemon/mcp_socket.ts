@@ -118,6 +118,8 @@ class Connection {
   readonly #o: McpSocketOptions;
   #transport: LineTransport | undefined;
   #detach: () => void = () => {};
+  /** Ends the connection when its agent JWT expires. */
+  #expiry: ReturnType<typeof setTimeout> | undefined;
   /** Writes in order, one at a time. */
   #writes: Promise<void> = Promise.resolve();
   #closed = false;
@@ -202,6 +204,12 @@ class Connection {
           continue;
         }
         this.#connect(who.agent, who.via);
+        if (who.expiresAt !== undefined) {
+          this.#expiry = setTimeout(() => {
+            log.info("an agent JWT expired: its connection ends", { agent: who.agent });
+            this.close().catch(() => {/* closing anyway */});
+          }, Math.max(0, Math.min(who.expiresAt - Date.now(), 2 ** 31 - 1)));
+        }
         const queued = pending;
         pending = [];
         for (const m of queued) this.#transport!.deliver(m as JSONRPCMessage);
@@ -214,11 +222,18 @@ class Connection {
   async #identify(
     hello: Hello,
     first: unknown,
-  ): Promise<{ agent: string; via: CallerIdentity["via"] } | { error: string }> {
+  ): Promise<
+    { agent: string; via: CallerIdentity["via"]; expiresAt?: number } | { error: string }
+  > {
     const agents = this.#o.agents;
     if (hello.token !== undefined) {
       const who = await agents.authenticate(hello.token, "mcp-socket");
-      return "error" in who ? who : { agent: who.agent, via: who.via };
+      if ("error" in who) return who;
+      return {
+        agent: who.agent,
+        via: who.via,
+        ...(who.expiresAt ? { expiresAt: who.expiresAt } : {}),
+      };
     }
     if (!agents.devMode) {
       agents.noCredential("mcp-socket");
@@ -251,6 +266,7 @@ class Connection {
   }
 
   #finish(): void {
+    clearTimeout(this.#expiry);
     this.#detach();
     this.#detach = () => {};
     this.#transport?.ended();

@@ -31,6 +31,7 @@ import {
   type GovernedVerdict,
   isProduction,
   isReversible,
+  NO_ALLOW_RULE,
   ONE_OPERATOR,
   type ResourceKind,
   type ResourceRules,
@@ -110,10 +111,43 @@ export function policyPort(
     return g;
   };
   const strict = () => config.security.identity_mode === "strict";
+  /** No rules at all (glob lists and structured rules): today's open development policy. */
+  const noRules = (agent: string) => rulesOf(agent).empty && governanceOf(agent).empty;
   const environmentOf = (target: string | undefined) =>
     target === undefined || target === "local"
       ? (config.security.environment ?? undefined)
       : config.servers.find((s) => s.name === target)?.environment;
+  /** The structured rules' answer for one action (undefined: none applies). */
+  const structuredVerdict = (
+    agent: string,
+    kind: GovernedKind,
+    what: Pick<GovernedFacts, "command" | "resources">,
+    target: string | undefined,
+    judgeOpts?: { env?: Record<string, string>; execGate: boolean },
+  ): GovernedVerdict | undefined => {
+    const g = governanceOf(agent);
+    if (g.empty) return undefined;
+    const who = env.whoIs?.(agent) ?? { principal: `agent:${agent}` };
+    const environment = environmentOf(target);
+    return decideGoverned(g, {
+      kind,
+      principal: who.principal,
+      ...(who.tenant ? { tenant: who.tenant } : {}),
+      ...(environment ? { environment } : {}),
+      risk: classifyRisk(kind, environment),
+      reversible: isReversible(kind),
+      now: now(),
+      ...what,
+      judge: (policies) => {
+        const c = what.command;
+        if (!c) return policies.map(() => "deny" as const);
+        return decideEach("line" in c ? c : c.argv, policies, {
+          ...(judgeOpts?.env ? { env: judgeOpts.env } : {}),
+          execGate: judgeOpts?.execGate ?? false,
+        }).map((x) => x.action);
+      },
+    });
+  };
   /**
    * The structured rules and strict mode over what the glob lists decided: strictest wins; a
    * confirm carries the requirements of every matching confirm rule (the `confirm` list's own:
@@ -132,31 +166,15 @@ export function policyPort(
       ? { ...legacy, approval: rules.approval ?? ONE_OPERATOR }
       : legacy;
     if (d.action === "deny") return d;
-    const g = governanceOf(agent);
     const explicitAllow = legacy.rule?.list === "allow";
-    let governed: GovernedVerdict | undefined;
-    if (!g.empty) {
-      const who = env.whoIs?.(agent) ?? { principal: `agent:${agent}` };
-      const environment = environmentOf(target);
-      const facts: GovernedFacts = {
-        kind,
-        principal: who.principal,
-        ...(who.tenant ? { tenant: who.tenant } : {}),
-        ...(environment ? { environment } : {}),
-        risk: classifyRisk(kind, environment),
-        reversible: isReversible(kind),
-        now: now(),
-        ...what,
-        judge: (policies) => {
-          const c = what.command;
-          if (!c) return policies.map(() => "deny" as const);
-          return decideEach("line" in c ? c : c.argv, policies, {
-            ...(judgeOpts?.env ? { env: judgeOpts.env } : {}),
-            execGate: judgeOpts?.execGate ?? false,
-          }).map((x) => x.action);
-        },
+    const governed = structuredVerdict(agent, kind, what, target, judgeOpts);
+    // A policy with structured rules has rules: what cannot be known is denied (fail closed),
+    // as the glob lists do.
+    if (!governanceOf(agent).empty && legacy.opaque) {
+      return {
+        action: "deny",
+        reason: `denied: cannot tell what runs, and the policy has rules (${legacy.reason})`,
       };
-      governed = decideGoverned(g, facts);
     }
     if (governed) {
       if (RANK[governed.action] > RANK[d.action]) {
@@ -191,7 +209,10 @@ export function policyPort(
     const c = rulesOf(agent);
     let idx = indexes.get(c);
     if (!idx) {
-      idx = identityIndex(ruleProgramNames(c), env.PATH);
+      idx = identityIndex(
+        [...new Set([...ruleProgramNames(c), ...governanceOf(agent).programNames()])],
+        env.PATH,
+      );
       indexes.set(c, idx);
     }
     return idx;
@@ -257,7 +278,7 @@ export function policyPort(
       });
     },
     decideEnv: (agent, vars) =>
-      remoteEnvVerdict(rulesOf(agent).empty, vars) ?? {
+      remoteEnvVerdict(noRules(agent), vars) ?? {
         action: "allow",
         reason: "the environment holds no variable that makes programs run code",
       },
@@ -290,25 +311,31 @@ export function policyPort(
       rulesOf(agent).autoAnswer.find((a) => a.prompt.test(prompt))?.answer,
     decideExec: (agent: string, exec: ExecFacts) => {
       const legacy = decideExecLegacy(agent, exec);
-      if (legacy.action === "deny" || governanceOf(agent).empty) return legacy;
+      const g = governanceOf(agent);
+      if (legacy.action === "deny" || g.empty) return legacy;
       // Structured deny and confirm rules on exec hold at every execve too (allow rules are
-      // the static layer's, like the allow list): on the exact argv, under its file's name.
-      const argv = [
-        exec.path === "" ? (exec.argv[0] ?? "") : basename(exec.path),
-        ...exec.argv.slice(1),
-      ];
-      const d = govern(
-        agent,
-        "exec",
-        { action: "allow", reason: legacy.reason },
-        {
-          command: { argv },
-        },
-        undefined,
-        { execGate: true },
-      );
-      if (d.action === "allow") return legacy;
-      return { ...d, verify: true, reason: `${d.reason} (at exec)` };
+      // the static layer's, like the allow list; strict mode's default deny is too): on the
+      // exact argv, under every name the file goes by — its own, argv[0]'s, and the names rules
+      // give programs with the same content (a renamed copy is still matched).
+      const idx = indexOf(agent);
+      const names = namesOf(idx, exec.path, exec.argv[0], exec.sha256);
+      let d: PolicyVerdict = legacy;
+      for (const name of names) {
+        const v = structuredVerdict(
+          agent,
+          "exec",
+          { command: { argv: [name, ...exec.argv.slice(1)] } },
+          undefined,
+          {
+            execGate: true,
+          },
+        );
+        if (!v || v.action === "allow" || v.rule.pattern === NO_ALLOW_RULE) continue;
+        if (RANK[v.action] > RANK[d.action]) {
+          d = { ...v, reason: `${v.reason} (at exec)`, verify: true };
+        }
+      }
+      return d.action === "allow" ? legacy : { ...d, verify: true };
     },
   };
 
@@ -320,11 +347,11 @@ export function policyPort(
   ): PolicyVerdict {
     const c = rulesOf(agent);
     if (opts?.remote) {
-      const refused = remoteEnvVerdict(c.empty, vars);
+      const refused = remoteEnvVerdict(noRules(agent), vars);
       if (refused) return refused;
     }
     // The line is parsed as bash; a POSIX sh (dash) reads $'…' and $"…" as other words.
-    if (opts?.posix && !c.empty && command.length === 1 && /\$['"]/.test(command[0]!)) {
+    if (opts?.posix && !noRules(agent) && command.length === 1 && /\$['"]/.test(command[0]!)) {
       return {
         action: "deny",
         reason: "a line for a POSIX sh session holds $'…' or $\"…\", which sh reads differently " +
@@ -335,8 +362,7 @@ export function policyPort(
   }
 
   function decideResourceLegacy(agent: string, subject: ResourceSubject): PolicyVerdict {
-    const c = rulesOf(agent);
-    const openPolicy = c.empty;
+    const openPolicy = noRules(agent);
     // Servers: the commands run there are still decided by the command rules. Forwards and
     // files go around the command rules, so a policy with rules and none for them fails closed.
     if (subject.kind === "vault") {
@@ -345,7 +371,13 @@ export function policyPort(
         reason: `the policy has no "vault" rules (secrets fail closed)`,
       });
     }
-    const fallback = subject.kind === "server" || openPolicy
+    // Structured rules that name this kind of action decide it (they deny what none of their
+    // allow rules match); the lists' fail-closed fallback is for a kind nothing names.
+    const kind = subject.kind === "server" ? "session" : subject.kind;
+    const named = governanceOf(agent).rules.some((r) =>
+      !r.input.action || r.input.action.includes(kind)
+    );
+    const fallback = subject.kind === "server" || openPolicy || named
       ? { action: "allow" as const, reason: "the policy has no rules for it" }
       : {
         action: "deny" as const,

@@ -204,6 +204,18 @@ export class BudgetLedger {
   }
 
   /**
+   * The daemon cannot know what an admitted action did (the link to its server dropped while it
+   * ran): its row becomes `outcome_unknown` with `facts`, its reservations stay held until an
+   * operator reconciles it (`reconcile`). Errors as for `settle`.
+   */
+  unknown(actionId: string, facts: Record<string, unknown>): void {
+    this.#store.transaction(() => {
+      this.#expect(actionId, "admitted", "mark unknown");
+      this.#store.actions.finish(actionId, { state: "outcome_unknown", outcome: facts });
+    });
+  }
+
+  /**
    * Gives back what an admitted action held when it was refused after admission (approval
    * denied or expired, a start that failed before anything ran): its reservations are dropped
    * and its row becomes `released` with `{reason}` as its outcome. Errors as for `settle`.

@@ -28,12 +28,27 @@ export type GovernedKind =
 export type Risk = "low" | "medium" | "high" | "critical";
 const RISK_ORDER: Record<Risk, number> = { low: 0, medium: 1, high: 2, critical: 3 };
 
-/** Who must approve (the config's `approval`). */
+/**
+ * Who must approve (the config's `approval`). `roles`: each counted approver holds at least one
+ * of them. When several rules' requirements add up, `role_sets` keeps each rule's list: an
+ * approver must hold a role of every set (`roles` is then their union, for display).
+ */
 export interface ApprovalRequirement {
   quorum: number;
   roles: readonly string[];
   mfa: boolean;
   exclude_requester: boolean;
+  role_sets?: readonly (readonly string[])[];
+}
+
+/** The role sets an approver must each hold one role of (none: any operator). */
+export function roleSets(r: ApprovalRequirement): readonly (readonly string[])[] {
+  return r.role_sets ?? (r.roles.length > 0 ? [r.roles] : []);
+}
+
+/** Whether someone holding `held` meets the role part of `r`. */
+export function holdsRoles(r: ApprovalRequirement, held: readonly string[]): boolean {
+  return roleSets(r).every((set) => set.some((x) => held.includes(x)));
 }
 
 /** One structured rule as the config holds it (already validated by the schema). */
@@ -91,6 +106,9 @@ interface CompiledRule {
   time?: { days: Set<string>; from: number; to: number; fmt: Intl.DateTimeFormat };
 }
 
+/** The pattern named when allow rules exist for the kind and none matched. */
+export const NO_ALLOW_RULE = "rules[*]";
+
 const COMMAND_KINDS = new Set<GovernedKind>(["exec", "input", "fleet"]);
 
 /** A policy's structured rules, compiled once (a RangeError for a bad pattern). */
@@ -140,6 +158,42 @@ export class CompiledGovernance {
 
   get empty(): boolean {
     return this.rules.length === 0;
+  }
+
+  /**
+   * Program names the deny and confirm rules on exec start with (literal first words,
+   * basenames): the exec gate resolves them to files, so a renamed copy is matched by content.
+   */
+  programNames(): string[] {
+    const out = new Set<string>();
+    for (const c of this.rules) {
+      const r = c.input;
+      if (r.effect === "allow" || (r.action && !r.action.includes("exec"))) continue;
+      for (const g of r.resource ?? []) {
+        const first = g.trim().split(/\s+/)[0] ?? "";
+        if (first === "" || /[*?\\]/.test(first)) continue;
+        out.add(first.includes("/") ? first.slice(first.lastIndexOf("/") + 1) : first);
+      }
+    }
+    return [...out];
+  }
+
+  readonly #unions = new Map<string, CompiledPolicy>();
+
+  /** One allow list of every glob of `rules` (cached: at most 64 combinations are kept). */
+  unionPolicy(rules: readonly CompiledRule[]): CompiledPolicy {
+    const key = rules.map((r) => r.index).join(",");
+    let p = this.#unions.get(key);
+    if (!p) {
+      p = compilePolicy({
+        allow: rules.flatMap((r) => [...(r.input.resource ?? [])]),
+        deny: [],
+        confirm: [],
+      });
+      if (this.#unions.size >= 64) this.#unions.delete(this.#unions.keys().next().value!);
+      this.#unions.set(key, p);
+    }
+    return p;
   }
 }
 
@@ -194,7 +248,31 @@ function ruleMatches(c: CompiledRule, f: GovernedFacts): boolean {
   if (r.risk && !r.risk.includes(f.risk)) return false;
   if (r.reversible !== undefined && r.reversible !== f.reversible) return false;
   if (c.time && !inWindow(c.time, f.now)) return false;
-  return resourceMatches(c, f);
+  return true;
+}
+
+/**
+ * Do the allow rules whose other matchers hold cover the action together? Like a glob allow
+ * list: a line is covered when each command it runs matches a glob of one of them; several
+ * resources when each matches one. Returns the first rule of those that cover it.
+ */
+function coveredBy(
+  g: CompiledGovernance,
+  allows: readonly CompiledRule[],
+  f: GovernedFacts,
+): CompiledRule | undefined {
+  const open = allows.find((c) => c.input.resource === undefined);
+  if (open) return open;
+  if (COMMAND_KINDS.has(f.kind) && f.command) {
+    const withGlobs = allows.filter((c) => c.commandPolicies);
+    if (withGlobs.length === 0 || !f.judge) return undefined;
+    const union = g.unionPolicy(withGlobs);
+    return f.judge([union])[0] === "allow" ? withGlobs[0] : undefined;
+  }
+  const texts = f.resources ?? [];
+  if (texts.length === 0) return undefined;
+  const globs = allows.flatMap((c) => c.resources ?? []);
+  return texts.every((t) => globs.some((gl) => matchTokens(gl, t))) ? allows[0] : undefined;
 }
 
 const RANK = { allow: 0, confirm: 1, deny: 2 } as const;
@@ -206,11 +284,19 @@ export function combineRequirements(
 ): ApprovalRequirement | undefined {
   if (!a) return b;
   if (!b) return a;
+  // A set that holds another adds nothing (whoever holds a role of the smaller one holds one
+  // of it), and the same set twice counts once.
+  const sets = [...roleSets(a), ...roleSets(b)];
+  const within = (s: readonly string[], t: readonly string[]) => s.every((x) => t.includes(x));
+  const kept = sets.filter((s, i) =>
+    !sets.some((t, j) => j !== i && within(t, s) && (!within(s, t) || j < i))
+  );
   return {
     quorum: Math.max(a.quorum, b.quorum),
-    roles: [...new Set([...a.roles, ...b.roles])],
+    roles: [...new Set(kept.flat())],
     mfa: a.mfa || b.mfa,
     exclude_requester: a.exclude_requester || b.exclude_requester,
+    ...(kept.length > 1 ? { role_sets: kept.map((s) => [...s]) } : {}),
   };
 }
 
@@ -221,9 +307,12 @@ export function requirementCovered(
 ): boolean {
   const n = need ?? ONE_OPERATOR;
   const h = have ?? ONE_OPERATOR;
+  // Every approver `have` admitted must be one `need` admits: each set `need` asks for is
+  // implied by a set `have` asked for (holding one of H ⊆ N means holding one of N).
+  const hs = roleSets(h);
+  const rolesOk = roleSets(n).every((ns) => hs.some((s) => s.every((x) => ns.includes(x))));
   return n.quorum <= h.quorum && (!n.mfa || h.mfa) &&
-    (!n.exclude_requester || h.exclude_requester) &&
-    n.roles.every((r) => h.roles.includes(r)) && (n.roles.length === 0 || h.roles.length > 0);
+    (!n.exclude_requester || h.exclude_requester) && rolesOk;
 }
 
 export const ONE_OPERATOR: ApprovalRequirement = Object.freeze({
@@ -243,8 +332,14 @@ export function decideGoverned(
 ): GovernedVerdict | undefined {
   let best: CompiledRule | undefined;
   let approval: ApprovalRequirement | undefined;
+  const allows: CompiledRule[] = [];
   for (const c of g.rules) {
     if (!ruleMatches(c, facts)) continue;
+    if (c.input.effect === "allow") {
+      allows.push(c);
+      continue;
+    }
+    if (!resourceMatches(c, facts)) continue;
     if (c.input.effect === "confirm") {
       approval = combineRequirements(
         approval,
@@ -253,7 +348,20 @@ export function decideGoverned(
     }
     if (!best || RANK[c.input.effect] > RANK[best.input.effect]) best = c;
   }
-  if (!best) return undefined;
+  if (!best && allows.length > 0) best = coveredBy(g, allows, facts);
+  if (!best) {
+    // Like a glob allow list: allow rules for this kind of action name what may happen, so
+    // what none of them matches is denied.
+    const allows = g.rules.filter((c) =>
+      c.input.effect === "allow" && (!c.input.action || c.input.action.includes(facts.kind))
+    );
+    if (allows.length === 0) return undefined;
+    return {
+      action: "deny",
+      rule: { list: "rules", pattern: NO_ALLOW_RULE },
+      reason: `denied: no allow rule of the policy's rules matches this ${facts.kind}`,
+    };
+  }
   const r = best.input;
   const what = r.effect === "deny"
     ? "denied"

@@ -38,11 +38,14 @@ export {
   type GovernedFacts,
   type GovernedKind,
   type GovernedVerdict,
+  holdsRoles,
   isProduction,
   isReversible,
+  NO_ALLOW_RULE,
   ONE_OPERATOR,
   requirementCovered,
   type Risk,
+  roleSets,
   type StructuredRuleInput,
 } from "./governed.ts";
 export { loadShellParser, shellParserLoaded } from "./_parser.ts";

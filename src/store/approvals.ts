@@ -69,6 +69,8 @@ export interface Requirements {
   mfa: boolean;
   /** The requester's own principal may not vote. */
   exclude_requester: boolean;
+  /** When several rules' requirements combine: a voter holds a role of each set. */
+  role_sets?: string[][];
 }
 
 /** Most votes one approval holds. */
@@ -148,6 +150,11 @@ function checkRequirements(r: Requirements | null | undefined): string | null {
     roles: checkStrings("the roles of an approval", r.roles, MAX_ROLES, MAX_NAME),
     mfa: checkBool("the mfa requirement", r.mfa),
     exclude_requester: checkBool("the exclude_requester requirement", r.exclude_requester),
+    ...(r.role_sets === undefined ? {} : {
+      role_sets: r.role_sets.slice(0, MAX_ROLES).map((s) =>
+        checkStrings("a role set of an approval", s, MAX_ROLES, MAX_NAME)
+      ),
+    }),
   };
   return checkJson("the requirements of an approval", req, 16 * 1024);
 }

@@ -165,7 +165,8 @@ export type NewAction = Pick<
 
 /** The end of an admitted action. */
 export interface ActionFinal {
-  state: "succeeded" | "failed" | "released";
+  /** `outcome_unknown`: the daemon cannot know (a link dropped mid-action); an operator reconciles. */
+  state: "succeeded" | "failed" | "released" | "outcome_unknown";
   outcome?: Record<string, unknown> | null;
 }
 
@@ -281,7 +282,11 @@ export class ActionRepo {
   finish(id: string, final: ActionFinal): boolean {
     const params: Params = {
       id: checkId("action id", id),
-      state: checkOneOf("action end", final.state, ["succeeded", "failed", "released"] as const),
+      state: checkOneOf(
+        "action end",
+        final.state,
+        ["succeeded", "failed", "released", "outcome_unknown"] as const,
+      ),
       outcome: checkOutcome(final.outcome),
       now: this.#clock.now(),
     };

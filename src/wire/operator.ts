@@ -32,6 +32,17 @@ export const PendingApproval = z.object({
    * forward, a file access): `job_id` is then the action's id (`act_…`), `command` a summary.
    */
   action: z.object({ kind: z.string() }).optional(),
+  /** Who must approve (docs/GOVERNANCE.md): distinct approvers, roles, MFA, requester excluded. */
+  requirements: z.object({
+    quorum: z.number().int(),
+    roles: z.array(z.string()),
+    mfa: z.boolean(),
+    exclude_requester: z.boolean(),
+  }).optional(),
+  /** The principal behind the requesting agent. */
+  requester: z.string().optional(),
+  /** Principals who approved so far (each counts once). */
+  approvers: z.array(z.string()).optional(),
 });
 export type PendingApproval = z.infer<typeof PendingApproval>;
 

@@ -4,18 +4,19 @@
 /// <reference lib="dom.iterable" />
 /**
  * The Termada dashboard: connection state, every session as a live terminal (grouped by agent),
- * the approval queue, jobs, missions, servers, the vault, activity, agents and policy. All data comes from the
- * token-protected operator API.
+ * the approval queue, jobs, missions, servers, the vault, governance, activity, agents and policy.
+ * All data comes from the token-protected operator API.
  */
 import { render } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { api } from "./api.ts";
+import { api, HttpError } from "./api.ts";
 import { followStream, type StreamState } from "./sse.ts";
 import { forgetToken, takeToken } from "./token.ts";
 import { SessionCard } from "./terminal.tsx";
 import { MissionsView } from "./missions.tsx";
 import { ServersView } from "./servers.tsx";
 import { VaultView } from "./vault.tsx";
+import { ApprovalQuorum, GovernanceView, ProblemLine, problemOf } from "./governance.tsx";
 import {
   ActivityView,
   agentRows,
@@ -31,6 +32,7 @@ import {
 } from "./views.tsx";
 import type {
   DaemonStatus,
+  Decision,
   JobOutputPage,
   OperatorJob,
   OperatorSession,
@@ -47,6 +49,7 @@ type Tab =
   | "jobs"
   | "servers"
   | "vault"
+  | "governance"
   | "activity"
   | "agents"
   | "policy";
@@ -96,6 +99,8 @@ function App(props: { token: string }): preact.JSX.Element {
   const [serverPulse, setServerPulse] = useState(0);
   // Bumped on vault events: the Vault view refetches.
   const [vaultPulse, setVaultPulse] = useState(0);
+  // Bumped on approval, action, policy, auth, audit and job events: the Governance view refetches.
+  const [govPulse, setGovPulse] = useState(0);
   const [jobs, setJobs] = useState<OperatorJob[]>([]);
   const [events, setEvents] = useState<FeedEvent[]>([]);
   // Unknown until the first `/api/status` answers (shown as running, like the daemon starts).
@@ -106,6 +111,11 @@ function App(props: { token: string }): preact.JSX.Element {
   const [followed, setFollowed] = useState<string[]>([]);
   // The reason typed per approval (sent with Approve / Deny).
   const [reasons, setReasons] = useState<Record<string, string>>({});
+  // Per approval card: the last Approve that counted without reaching the quorum, or the error.
+  const [voted, setVoted] = useState<Record<string, { votes: number; quorum: number }>>({});
+  const [cardErrors, setCardErrors] = useState<
+    Record<string, { message: string; hint?: string }>
+  >({});
   const [policy, setPolicy] = useState<PolicyInfo | undefined>();
   const [policyError, setPolicyError] = useState<string | undefined>();
   const [verify, setVerify] = useState<VerifyInfo | undefined>();
@@ -143,6 +153,17 @@ function App(props: { token: string }): preact.JSX.Element {
   }, [token]);
 
   refreshRef.current = refresh;
+
+  // A card's vote note and error go with the card (approved, denied or expired).
+  useEffect(() => {
+    const open = new Set(approvals.map((a) => a.approval_id));
+    const keep = <T,>(r: Record<string, T>) => {
+      const next = Object.fromEntries(Object.entries(r).filter(([id]) => open.has(id)));
+      return Object.keys(next).length === Object.keys(r).length ? r : next;
+    };
+    setVoted(keep);
+    setCardErrors(keep);
+  }, [approvals]);
   useEffect(() => () => clearTimeout(barrierTimer.current), []);
 
   const soon = useCallback(() => {
@@ -161,6 +182,7 @@ function App(props: { token: string }): preact.JSX.Element {
           setMissionPulse((n) => n + 1);
           setServerPulse((n) => n + 1);
           setVaultPulse((n) => n + 1);
+          setGovPulse((n) => n + 1);
         } else if (s === "offline") {
           setConn("offline");
           if (detail === "HTTP 401") {
@@ -183,6 +205,9 @@ function App(props: { token: string }): preact.JSX.Element {
           setServerPulse((n) => n + 1);
         }
         if (m.event === "resync" || /^vault\./.test(m.event)) setVaultPulse((n) => n + 1);
+        if (m.event === "resync" || /^(approval|action|policy|auth|audit|job)\./.test(m.event)) {
+          setGovPulse((n) => n + 1);
+        }
         if (m.event === "resync") return;
         let e: FeedEvent;
         try {
@@ -207,8 +232,9 @@ function App(props: { token: string }): preact.JSX.Element {
     setBusy((b) => ({ ...b, [id]: true }));
     const typed = (reasons[id] ?? "").trim();
     const reason = typed || `${verb === "deny" ? "denied" : "approved"} from the dashboard`;
+    setCardErrors(({ [id]: _, ...rest }) => rest);
     try {
-      await api(token, `/api/approvals/${encodeURIComponent(id)}/${verb}`, {
+      const d = await api<Decision>(token, `/api/approvals/${encodeURIComponent(id)}/${verb}`, {
         method: "POST",
         body: JSON.stringify({ reason }),
       });
@@ -217,8 +243,17 @@ function App(props: { token: string }): preact.JSX.Element {
         const { [id]: _, ...rest } = r;
         return rest;
       });
+      // A vote short of the quorum: the card stays, saying so.
+      if (d.status === "pending") {
+        setVoted((v) => ({ ...v, [id]: { votes: d.votes ?? 0, quorum: d.quorum ?? 0 } }));
+      }
     } catch (err) {
-      setError(`${verb} ${id}: ${(err as Error).message}`);
+      // Shown on the card (e.g. 403 DENIED_BY_POLICY: not an eligible approver); other views
+      // that decide (Missions) have no card slot, so they get the banner.
+      setCardErrors((e) => ({ ...e, [id]: problemOf(err) }));
+      if (tab !== "approvals" || !(err instanceof HttpError)) {
+        setError(`${verb} ${id}: ${(err as Error).message}`);
+      }
     } finally {
       setBusy((b) => {
         const { [id]: _, ...rest } = b;
@@ -404,6 +439,7 @@ function App(props: { token: string }): preact.JSX.Element {
           {tabButton("jobs", "Jobs", <span class="count" data-active-jobs>{activeJobs}</span>)}
           {tabButton("servers", "Servers")}
           {tabButton("vault", "Vault")}
+          {tabButton("governance", "Governance")}
           {tabButton("activity", "Activity")}
           {tabButton("agents", "Agents")}
           {tabButton("policy", "Policy")}
@@ -445,6 +481,13 @@ function App(props: { token: string }): preact.JSX.Element {
                 <time>{new Date(a.requested_at).toLocaleTimeString()}</time>
               </div>
               <pre>{a.command.join(" ")}</pre>
+              <ApprovalQuorum approval={a} />
+              {voted[a.approval_id] && (
+                <p class="note" role="status" data-vote-counted>
+                  Your vote counted: {voted[a.approval_id]!.votes} of {voted[a.approval_id]!.quorum}
+                </p>
+              )}
+              <ProblemLine problem={cardErrors[a.approval_id]} tag="approval-error" />
               <ApprovalActions
                 approvalId={a.approval_id}
                 reason={reasons[a.approval_id] ?? ""}
@@ -499,6 +542,14 @@ function App(props: { token: string }): preact.JSX.Element {
       <main hidden={tab !== "vault"} class={viewClass("vault-view")} data-stale={String(stale)}>
         {staleNote}
         <VaultView token={token} visible={tab === "vault"} pulse={vaultPulse} />
+      </main>
+      <main
+        hidden={tab !== "governance"}
+        class={viewClass("governance-view")}
+        data-stale={String(stale)}
+      >
+        {staleNote}
+        <GovernanceView token={token} visible={tab === "governance"} pulse={govPulse} />
       </main>
       <main hidden={tab !== "activity"} class={viewClass("activity")} data-stale={String(stale)}>
         {staleNote}

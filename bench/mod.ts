@@ -16,6 +16,8 @@
  *       ControlMaster and fresh ssh, fleet 3 × 100, forward throughput vs ssh -L
  *   (l) the vault (bench/vault_bench.ts): raw-stream redaction MB/s with 0, 16 and 256 vault
  *       secrets, plain and coloured output; unlock and set, passphrase and identity, vs `age -d`
+ *   (m) governance (bench/governance_bench.ts): agent JWT verification, the policy port with 0 and
+ *       20 structured rules vs glob lists, budget admit + settle, one-time grants
  * Prints plain lines (median, p99, MB/s, RSS). No thresholds fail here: targets are printed next
  * to the figures. Set BENCH_QUICK=1 for a short smoke run.
  */
@@ -37,6 +39,7 @@ import { dashboardLatency } from "./dashboard_latency.ts";
 import { mcpPeerBench } from "./mcp_peer.ts";
 import { remoteBench } from "./remote_bench.ts";
 import { vaultBench } from "./vault_bench.ts";
+import { governanceBench } from "./governance_bench.ts";
 
 preloadNative();
 const QUICK = Deno.env.get("BENCH_QUICK") === "1";
@@ -548,3 +551,6 @@ await remoteBench({ quick: QUICK, out });
 
 // ── (l) the vault: redaction cost with vault secrets, unlock and set ─────────
 await vaultBench({ quick: QUICK, out });
+
+// ── (m) governance: JWT verification, structured rules, budgets, grants ──────
+await governanceBench({ quick: QUICK, out });

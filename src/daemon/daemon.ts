@@ -204,6 +204,10 @@ export class Daemon {
       // Under run_as, session scratch directories leave the state dir (that user cannot enter
       // it) for a root-owned 0711 one, hidden from sessions like the state dir but for each
       // session's own directory (docs/SECURITY.md, run_as).
+      // Pinned JWT keys decide who may act: no session may read or replace them.
+      for (const t of [config.security.agent_jwt, config.security.operator_jwt]) {
+        if (t?.jwks_file) settings.sandbox.hide.push(t.jwks_file);
+      }
       const runAsDirs = runAs ? runAsSessionsDir(paths.stateDir) : undefined;
       if (runAsDirs) {
         ensureSharedDir(runAsDirs);

@@ -9,7 +9,8 @@ import { loadConfig } from "../config/mod.ts";
 import type { OperatorAuth, Recorder } from "../control/mod.ts";
 import { SYSTEM } from "../control/mod.ts";
 import { type JwtTrust, JwtVerifier } from "../governance/mod.ts";
-import { logger } from "../shared/mod.ts";
+import { dirname } from "node:path";
+import { logger, TermadaError } from "../shared/mod.ts";
 import { loadShellParser, shellParserLoaded } from "../policy/mod.ts";
 
 const log = logger("daemon");
@@ -32,9 +33,47 @@ export interface Verifiers {
   operator?: JwtVerifier;
 }
 
+/**
+ * A pinned JWKS file decides who may act: it must be a regular file (not a link) owned by this
+ * user or root, and neither it nor its directory writable by group or others — else an agent
+ * that can write there could pin its own key for the next reload. Throws a clear error.
+ */
+export function checkTrustFile(path: string, what: string): void {
+  const refuse = (why: string, fix: string) => {
+    throw new TermadaError("INVALID_ARGUMENT", `Cannot trust ${what} "${path}": ${why}`, {
+      hint: fix,
+    });
+  };
+  let info: Deno.FileInfo;
+  try {
+    info = Deno.lstatSync(path);
+  } catch (err) {
+    return refuse(err instanceof Error ? err.message : String(err), "Check the path in the config");
+  }
+  if (!info.isFile) {
+    refuse("it is not a regular file (links are refused)", "Point at the file itself");
+  }
+  const me = Deno.uid();
+  const own = (i: Deno.FileInfo) => i.uid === null || i.uid === 0 || i.uid === me;
+  if (!own(info)) refuse("another user owns it", `chown it to this user or root`);
+  if ((info.mode ?? 0) & 0o022) {
+    refuse("group or others can write it", `chmod go-w ${path}`);
+  }
+  const dir = dirname(path);
+  const d = Deno.statSync(dir);
+  if (!own(d) || ((d.mode ?? 0) & 0o022) !== 0) {
+    refuse(
+      `its directory "${dir}" is writable by others (or owned by another user)`,
+      "Keep pinned keys in a directory only this user (or root) can write",
+    );
+  }
+}
+
 /** The JWT verifiers the config asks for (a bad JWKS file stops the start, naming it). */
 export async function jwtVerifiers(config: Config): Promise<Verifiers> {
   const s = config.security;
+  if (s.agent_jwt?.jwks_file) checkTrustFile(s.agent_jwt.jwks_file, "the agent JWKS file");
+  if (s.operator_jwt?.jwks_file) checkTrustFile(s.operator_jwt.jwks_file, "the operator JWKS file");
   return {
     ...(s.agent_jwt
       ? { agent: await JwtVerifier.create(trustOf(s.agent_jwt, { agent: "agent_id" })) }
@@ -126,6 +165,20 @@ export interface ReloadResult {
 export async function reloadPolicy(t: ReloadTarget): Promise<ReloadResult> {
   const loaded = await loadConfig(t.path, t.env, { required: true });
   const next = loaded.config;
+  const now0 = t.current();
+  for (const k of ["agent_jwt", "operator_jwt"] as const) {
+    const before = now0.security[k]?.jwks_file;
+    const after = next.security[k]?.jwks_file;
+    if (after !== undefined && after !== before) {
+      // Sessions were started with the old path hidden; a new one is hidden only after a
+      // restart, so until then an agent could write it.
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `Cannot reload: security.${k}.jwks_file changed ("${after}"); a new key file needs a restart`,
+        { hint: "Restart the daemon, or keep the path and replace the file's content" },
+      );
+    }
+  }
   // Rules need the bash parser (without it every shell line is opaque: denied).
   if (!shellParserLoaded()) await loadShellParser();
   const verifiers = await jwtVerifiers(next);

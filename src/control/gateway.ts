@@ -240,7 +240,13 @@ export class Gateway {
       trail.refused(job, err instanceof Error ? err.message : String(err));
       throw err;
     }
-    await trail.requested(job, decision);
+    try {
+      await trail.requested(job, decision);
+    } catch (err) {
+      this.#admittedJobs.delete(job.id);
+      this.#release(job.id, "its intent could not be recorded");
+      throw err;
+    }
     return { verdict: "run" };
   }
 
@@ -521,7 +527,13 @@ export class Gateway {
       });
       throw err;
     }
-    await rec.intent(actor, "action.requested", { ...base, decision });
+    try {
+      await rec.intent(actor, "action.requested", { ...base, decision });
+    } catch (err) {
+      // Not recorded, so it does not happen: what it reserved is given back.
+      this.#release(id, "its intent could not be recorded");
+      throw err;
+    }
     return {
       id,
       kind: req.kind,
@@ -637,6 +649,14 @@ export class Gateway {
       production: f.production,
       readOnly: kind === "file.read",
     }, { owner, summary: actionSummary(summary) });
+  }
+
+  #release(actionId: string, reason: string): void {
+    try {
+      this.#o.ledger?.release(actionId, reason);
+    } catch (err) {
+      log.warn("could not release an action", { action: actionId, error: err });
+    }
   }
 
   #settle(actionId: string, outcome: BudgetOutcome): void {

@@ -56,6 +56,9 @@ const STATUS: Partial<Record<ErrorCode | "UNAUTHORIZED" | "FORBIDDEN", Status>> 
   SERVER_UNREACHABLE: 502,
   AUDIT_UNAVAILABLE: 503,
   VAULT_LOCKED: 423,
+  BUDGET_EXCEEDED: 429,
+  BLOCKED_AT_EXEC: 403,
+  APPROVAL_REQUIRED: 409,
 };
 
 /** An error body `{error: {code, message, retriable, hint?}}` with its status. */

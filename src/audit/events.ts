@@ -54,6 +54,8 @@ export interface AuditEvents {
     closed_sessions: string[];
     expired_approvals: string[];
     denied_jobs: string[];
+    /** Admitted actions whose outcome nobody can know now (termada reconcile). */
+    unknown_actions?: string[];
   };
   "daemon.stopped": { reason: string };
   "audit.resumed": { after: string; verified_records: number };

@@ -29,12 +29,22 @@ export async function paths(config?: string): Promise<TermadaPaths> {
  * The credential the CLI presents: an operator JWT from `TERMADA_OPERATOR_JWT_FILE` (a file,
  * so it is not on argv or in the environment of children), else the static operator token.
  */
-function token(p: TermadaPaths): string {
-  const jwtFile = Deno.env.get("TERMADA_OPERATOR_JWT_FILE");
+function token(p: TermadaPaths, opts: { jwt?: boolean } = {}): string {
+  const jwtFile = opts.jwt === false ? undefined : Deno.env.get("TERMADA_OPERATOR_JWT_FILE");
   if (jwtFile) {
     try {
+      // A credential: like an SSH key, refused when others may read it.
+      const mode = Deno.statSync(jwtFile).mode ?? 0;
+      if (mode & 0o077) {
+        throw new TermadaError(
+          "INVALID_ARGUMENT",
+          `The operator JWT "${jwtFile}" (TERMADA_OPERATOR_JWT_FILE) is readable by others`,
+          { hint: `chmod 600 ${jwtFile}` },
+        );
+      }
       return Deno.readTextFileSync(jwtFile).trim();
     } catch (err) {
+      if (err instanceof TermadaError) throw err;
       throw new TermadaError(
         "INVALID_ARGUMENT",
         `Cannot read the operator JWT "${jwtFile}" (TERMADA_OPERATOR_JWT_FILE): ${
@@ -389,7 +399,8 @@ export async function dashboardCommand(args: string[], ctx: OperatorContext): Pr
   const status = await call(p, "GET", "/status");
   const port = status.port as number | undefined;
   if (!port) throw new TermadaError("INTERNAL", "The daemon did not say which port it serves");
-  const url = `http://127.0.0.1:${port}/?token=${token(p)}`;
+  // The dashboard's own token: an operator JWT never goes into a URL.
+  const url = `http://127.0.0.1:${port}/?token=${token(p, { jwt: false })}`;
   await ctx.out(url + "\n");
   if (values.open) {
     // Never the URL itself on a command line: argv is readable by every process (`ps`),

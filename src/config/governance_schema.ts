@@ -48,7 +48,7 @@ const PublicJwk = z.looseObject({
   kid: z.string().min(1).max(256).optional(),
   alg: z.enum(["EdDSA", "ES256", "RS256"]).optional(),
 }).refine(
-  (k) => !["d", "p", "q", "dp", "dq", "qi", "k"].some((m) => Object.hasOwn(k, m)),
+  (k) => !["d", "p", "q", "dp", "dq", "qi", "k", "oth", "priv"].some((m) => Object.hasOwn(k, m)),
   "must be a public key (it holds a private member)",
 );
 
@@ -137,7 +137,10 @@ export const ApprovalRequirement = z.strictObject({
 });
 export type ApprovalRequirement = z.infer<typeof ApprovalRequirement>;
 
-const Glob = Text(4096);
+/** A structured rule's glob: not blank, no lone trailing backslash (checked at load). */
+const Glob = Text(4096)
+  .refine((s) => s.trim() !== "", "must not be blank")
+  .refine((s) => /(^|[^\\])(\\\\)*$/.test(s), "must not end with a lone backslash");
 const oneOrMany = <T extends z.ZodType>(t: T) =>
   z.union([t, z.array(t).min(1).max(64)]).transform((v) =>
     (Array.isArray(v) ? v : [v]) as z.infer<T>[]

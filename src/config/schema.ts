@@ -423,6 +423,16 @@ export const Config = z.strictObject({
       message: missing(config.default_policy),
     });
   }
+  const { agent_jwt: aj, operator_jwt: oj } = config.security;
+  if (aj && oj && aj.issuer === oj.issuer && aj.audience === oj.audience) {
+    // The same issuer and audience would make every agent JWT an operator credential.
+    ctx.addIssue({
+      code: "custom",
+      path: ["security", "operator_jwt", "audience"],
+      message: "must differ from security.agent_jwt's (same issuer and audience: an agent's " +
+        "token would pass as an operator's)",
+    });
+  }
   const strict = config.security.identity_mode === "strict";
   for (const [id, agent] of Object.entries(config.agents)) {
     if (agent.policy !== undefined && !Object.hasOwn(config.policies, agent.policy)) {

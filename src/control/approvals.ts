@@ -30,6 +30,7 @@ import {
   roleSets,
 } from "../policy/mod.ts";
 import { createHash } from "node:crypto";
+import { APPROVED_WITH } from "./_approved.ts";
 
 const log = logger("control");
 
@@ -145,6 +146,7 @@ export class ApprovalBook {
     }
     job.park(id);
     this.#o.trail.statusChanged(job);
+    const requirements = confirm.approval ?? ONE_OPERATOR;
     const timer = setTimeout(() => this.#expire(id), timeout);
     const jobs = this.#o.engine.jobs;
     this.#parked.set(id, {
@@ -161,6 +163,7 @@ export class ApprovalBook {
       settle: async (approved, reason) => {
         if (!approved) return jobs.abandon(res, "denied", reason);
         job.approved = true;
+        APPROVED_WITH.set(job, requirements);
         try {
           await jobs.start(res);
         } catch (err) {
@@ -517,6 +520,9 @@ export class ApprovalBook {
           roles: [...p.requirements.roles],
           mfa: p.requirements.mfa,
           exclude_requester: p.requirements.exclude_requester,
+          ...(p.requirements.role_sets
+            ? { role_sets: p.requirements.role_sets.map((s) => [...s]) }
+            : {}),
         },
         requester: p.requester,
         approvers: [...p.approvers],
@@ -621,7 +627,7 @@ function hashOf(value: unknown): string {
   return createHash("sha256").update(JSON.stringify(value)).digest("hex");
 }
 
-/** What a job's approval covers: its id, owner, session, command and working directory. */
+/** What a job's approval covers: its id, owner, session and command. */
 function jobHash(job: Job): string {
   return hashOf({ id: job.id, owner: job.owner, session: job.sessionId, command: job.command });
 }

@@ -111,6 +111,7 @@ export class Control {
       clock,
     });
     this.#trail.onFinished = (job) => this.#gateway.jobEnded(job);
+    this.#trail.onPrune = () => void this.ledger.prune();
     this.#approvals = new ApprovalBook({
       store: o.store,
       engine,

@@ -9,10 +9,17 @@ import type { DecisionRecord } from "../audit/mod.ts";
 import type { ExecAnswer, ExecContext, ExecEvent, Job } from "../engine/mod.ts";
 import { type Clock, logger, newId, systemClock, TermadaError } from "../shared/mod.ts";
 import type { BudgetLedger, BudgetOutcome, BudgetRule } from "../governance/mod.ts";
+import type { ResourceSubject } from "../policy/mod.ts";
+import {
+  type ApprovalRequirement,
+  combineRequirements,
+  describeSubject,
+  ONE_OPERATOR,
+  requirementCovered,
+} from "../policy/mod.ts";
+import { APPROVED_WITH } from "./_approved.ts";
 
 const log = logger("control");
-import type { ResourceSubject } from "../policy/mod.ts";
-import { type ApprovalRequirement, combineRequirements, describeSubject } from "../policy/mod.ts";
 import type { Recorder } from "./recorder.ts";
 import type { Trail } from "./trail.ts";
 
@@ -389,7 +396,10 @@ export class Gateway {
     if (d.action === "allow") return { allow: true, verify: d.verify === true };
     // An operator already approved this job's command: its confirm covers what it runs.
     const job = jobOf();
-    if (d.action === "confirm" && job?.approved) return { allow: true, verify: true };
+    if (
+      d.action === "confirm" && job?.approved &&
+      requirementCovered(d.approval, APPROVED_WITH.get(job) ?? ONE_OPERATOR)
+    ) return { allow: true, verify: true };
     const program = shortArgv(ev.argv);
     const blocked = (reason: string): ExecAnswer => {
       const decision = decisionRecord({ ...d, action: "deny", reason });

@@ -103,6 +103,8 @@ export class Trail {
   /** Ended jobs whose end is not stored yet, in the order they ended (see settle). */
   readonly #ended = new Map<string, Job>();
   #settling = false;
+  /** Runs with each periodic prune (the ledger bounds the actions, grants and usage tables). */
+  onPrune: (() => void) | undefined;
   /** Runs when a job's end is stored (the gateway settles its budgets and action row). */
   onFinished: ((job: Job) => void) | undefined;
   /** The cwd last stored for each open session (its row is only rewritten when it changes). */
@@ -407,6 +409,11 @@ export class Trail {
   pruneNow(): void {
     const owners = [...this.#pruneOwners];
     this.#pruneOwners.clear();
+    try {
+      this.onPrune?.();
+    } catch (err) {
+      log.warn("could not prune the governance tables", { error: err });
+    }
     try {
       this.#o.store.checkpoint();
     } catch (err) {

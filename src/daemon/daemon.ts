@@ -165,10 +165,17 @@ export class Daemon {
       const store = Store.open(paths.dbPath);
       cleanups.push(() => store.close());
       const recovered = store.recover("the daemon stopped while it ran");
-      if (recovered.orphanedJobs.length + recovered.closedSessions.length > 0) {
+      if (
+        recovered.orphanedJobs.length + recovered.closedSessions.length +
+            recovered.unknownActions.length > 0
+      ) {
         log.warn("recovered after an unclean stop", {
           orphaned_jobs: recovered.orphanedJobs.length,
           closed_sessions: recovered.closedSessions.length,
+          unknown_actions: recovered.unknownActions.length,
+          ...(recovered.unknownActions.length > 0
+            ? { fix: "termada reconcile lists them; settle each with what really happened" }
+            : {}),
         });
       }
       // The audit log opens before anything can run; a broken chain stops the start here.
@@ -326,12 +333,17 @@ export class Daemon {
         dev_mode: config.auth.dev_mode,
         policies: Object.keys(config.policies),
       });
-      if (recovered.orphanedJobs.length + recovered.expiredApprovals.length > 0) {
+      if (
+        recovered.orphanedJobs.length + recovered.expiredApprovals.length +
+            recovered.unknownActions.length > 0
+      ) {
         recorder.record(SYSTEM, "daemon.recovered", {
           orphaned_jobs: recovered.orphanedJobs,
           closed_sessions: recovered.closedSessions,
           expired_approvals: recovered.expiredApprovals,
           denied_jobs: recovered.deniedJobs,
+          // Bounded in the record: the list is in the actions table (termada reconcile).
+          unknown_actions: recovered.unknownActions.slice(0, 1000),
         });
       }
       const agents = control.agents;

@@ -165,9 +165,9 @@ export interface ReloadResult {
 export async function reloadPolicy(t: ReloadTarget): Promise<ReloadResult> {
   const loaded = await loadConfig(t.path, t.env, { required: true });
   const next = loaded.config;
-  const now0 = t.current();
+  const current = t.current();
   for (const k of ["agent_jwt", "operator_jwt"] as const) {
-    const before = now0.security[k]?.jwks_file;
+    const before = current.security[k]?.jwks_file;
     const after = next.security[k]?.jwks_file;
     if (after !== undefined && after !== before) {
       // Sessions were started with the old path hidden; a new one is hidden only after a
@@ -182,7 +182,7 @@ export async function reloadPolicy(t: ReloadTarget): Promise<ReloadResult> {
   // Rules need the bash parser (without it every shell line is opaque: denied).
   if (!shellParserLoaded()) await loadShellParser();
   const verifiers = await jwtVerifiers(next);
-  const now = t.current();
+  const now = current;
   const restart: string[] = [];
   for (const key of Object.keys(next) as (keyof Config)[]) {
     if (key === "security") {
@@ -204,7 +204,20 @@ export async function reloadPolicy(t: ReloadTarget): Promise<ReloadResult> {
     agents: Object.keys(next.agents),
     restart_needed: restart,
   });
-  t.apply(next, verifiers);
+  // Only what a reload applies changes; the rest stays as the daemon started with it, so a
+  // later reload still names what needs a restart.
+  const security = { ...now.security };
+  for (const k of SECURITY_RELOADED) {
+    (security as Record<string, unknown>)[k] = (next.security as Record<string, unknown>)[k];
+  }
+  const merged: Config = {
+    ...now,
+    policies: next.policies,
+    default_policy: next.default_policy,
+    agents: next.agents,
+    security,
+  };
+  t.apply(merged, verifiers);
   return {
     ok: true,
     path: t.path,

@@ -282,14 +282,12 @@ export function policyPort(
         action: "allow",
         reason: "the environment holds no variable that makes programs run code",
       },
-    decideResource: (agent: string, subject: ResourceSubject, actionKind?: string) => {
+    decideResource: (agent: string, subject: ResourceSubject, _actionKind?: string) => {
       const legacy = decideResourceLegacy(agent, subject);
       if (subject.kind === "vault") return legacy;
-      const kind: GovernedKind = actionKind === "fleet"
-        ? "fleet"
-        : subject.kind === "server"
-        ? "session"
-        : subject.kind;
+      // A server is decided as a session target whatever uses it (a fleet run's command is
+      // decided as `fleet` on each of its servers, in `decide`).
+      const kind: GovernedKind = subject.kind === "server" ? "session" : subject.kind;
       const target = subject.kind === "server"
         ? subject.name
         : subject.kind === "forward"
@@ -309,34 +307,7 @@ export function policyPort(
     },
     autoAnswer: (agent, prompt) =>
       rulesOf(agent).autoAnswer.find((a) => a.prompt.test(prompt))?.answer,
-    decideExec: (agent: string, exec: ExecFacts) => {
-      const legacy = decideExecLegacy(agent, exec);
-      const g = governanceOf(agent);
-      if (legacy.action === "deny" || g.empty) return legacy;
-      // Structured deny and confirm rules on exec hold at every execve too (allow rules are
-      // the static layer's, like the allow list; strict mode's default deny is too): on the
-      // exact argv, under every name the file goes by — its own, argv[0]'s, and the names rules
-      // give programs with the same content (a renamed copy is still matched).
-      const idx = indexOf(agent);
-      const names = namesOf(idx, exec.path, exec.argv[0], exec.sha256);
-      let d: PolicyVerdict = legacy;
-      for (const name of names) {
-        const v = structuredVerdict(
-          agent,
-          "exec",
-          { command: { argv: [name, ...exec.argv.slice(1)] } },
-          undefined,
-          {
-            execGate: true,
-          },
-        );
-        if (!v || v.action === "allow" || v.rule.pattern === NO_ALLOW_RULE) continue;
-        if (RANK[v.action] > RANK[d.action]) {
-          d = { ...v, reason: `${v.reason} (at exec)`, verify: true };
-        }
-      }
-      return d.action === "allow" ? legacy : { ...d, verify: true };
-    },
+    decideExec: (agent: string, exec: ExecFacts) => decideAtExec(agent, exec),
   };
 
   function decideLegacy(
@@ -374,9 +345,9 @@ export function policyPort(
     // Structured rules that name this kind of action decide it (they deny what none of their
     // allow rules match); the lists' fail-closed fallback is for a kind nothing names.
     const kind = subject.kind === "server" ? "session" : subject.kind;
-    const named = governanceOf(agent).rules.some((r) =>
-      !r.input.action || r.input.action.includes(kind)
-    );
+    // Only rules that name the kind explicitly count (as a `files` list would): a rule for
+    // every action (no `action:`) does not open files or forwards.
+    const named = governanceOf(agent).rules.some((r) => r.input.action?.includes(kind));
     const fallback = subject.kind === "server" || openPolicy || named
       ? { action: "allow" as const, reason: "the policy has no rules for it" }
       : {
@@ -388,9 +359,24 @@ export function policyPort(
     return decideResource(subject, resourceRules(agent, subject.kind), fallback);
   }
 
-  function decideExecLegacy(agent: string, exec: ExecFacts): PolicyVerdict {
+  /** Structured deny and confirm rules that can hold at execve (on exec or on any action). */
+  function structuredExecRules(agent: string): boolean {
+    return governanceOf(agent).rules.some((r) =>
+      r.input.effect !== "allow" && (!r.input.action || r.input.action.includes("exec"))
+    );
+  }
+
+  /**
+   * One program at its execve: the glob lists' deny and confirm rules, and the structured deny
+   * and confirm rules on exec (allow rules and strict mode's default deny are the static
+   * layer's), on every program it runs — the file under every name it goes by (its own,
+   * argv[0]'s, and the names rules give programs with the same content), each `#!`
+   * interpreter, and what the dynamic loader runs.
+   */
+  function decideAtExec(agent: string, exec: ExecFacts): PolicyVerdict {
     const c = rulesOf(agent);
-    if (c.deny.length + c.confirm.length === 0) {
+    const structured = structuredExecRules(agent);
+    if (c.deny.length + c.confirm.length === 0 && !structured) {
       return {
         action: "allow",
         reason: "allowed at exec: the policy has no deny or confirm rules",
@@ -425,7 +411,24 @@ export function policyPort(
         args: exec.loads.argv.slice(1),
       });
     }
-    const d = decideExec(subjects, c);
+    let d: PolicyVerdict = decideExec(subjects, c);
+    if (structured && d.action !== "deny") {
+      for (const subject of subjects) {
+        for (const name of subject.names) {
+          const v = structuredVerdict(
+            agent,
+            "exec",
+            {
+              command: { argv: [name, ...subject.args] },
+            },
+            undefined,
+            { execGate: true },
+          );
+          if (!v || v.action === "allow" || v.rule.pattern === NO_ALLOW_RULE) continue;
+          if (RANK[v.action] > RANK[d.action]) d = { ...v, reason: `${v.reason} (at exec)` };
+        }
+      }
+    }
     if (d.action === "allow" && exec.unknown && exec.path !== "") {
       // Nothing to identify it by (unreadable or gone): fail closed when rules exist. A path
       // that does not exist fails in the kernel anyway (ENOENT), denied or not.

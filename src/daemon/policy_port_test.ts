@@ -454,3 +454,48 @@ policies:
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("review cases: fleet under structured allow rules, deny rules do not open files, interpreters at exec", async (t) => {
+  await t.step("a fleet run's servers are session targets; its command is decided as fleet", () => {
+    const p = port(config(`
+policies:
+  default:
+    rules:
+      - {effect: allow, action: fleet, resource: "uptime"}
+      - {effect: allow, action: session, resource: "*"}
+${SERVERS}`));
+    assert.equal(p.decideResource!("a", server("web"), "fleet").action, "allow");
+    assert.equal(
+      p.decide("a", ["uptime"], undefined, { remote: true, kind: "fleet", target: "web" }).action,
+      "allow",
+    );
+    assert.equal(
+      p.decide("a", ["rm", "-rf", "/"], undefined, { remote: true, kind: "fleet", target: "web" })
+        .action,
+      "deny",
+    );
+  });
+  await t.step("a rule for every action does not open files or forwards", () => {
+    const p = port(config(`
+policies:
+  default:
+    rules: [{effect: deny, environment: prod}]`));
+    assert.equal(p.decideResource!("a", file("file.read", "/etc/shadow")).action, "deny");
+    assert.equal(p.decideResource!("a", forward("web", "127.0.0.1", 22)).action, "deny");
+  });
+  await t.step("a structured deny holds on a script's interpreter at exec", () => {
+    const p = port(config(`
+policies:
+  default:
+    rules: [{effect: deny, action: exec, resource: "perl *"}]`));
+    const d = p.decideExec!("a", {
+      path: "/tmp/script",
+      argv: ["/tmp/script"],
+      interpreter: { path: "/usr/bin/perl" },
+    });
+    assert.equal(d.action, "deny", d.reason);
+    const ok = p.decideExec!("a", { path: "/usr/bin/true", argv: ["true"] });
+    assert.equal(ok.action, "allow");
+    assert.equal(ok.verify, true, "structured exec rules: the race check runs after exec");
+  });
+});

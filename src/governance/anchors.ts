@@ -3,7 +3,7 @@
  * `hash`) with its own Ed25519 key, keeps each anchor in an append-only local file and delivers it
  * to receivers outside the machine over HTTPS. `verifyAnchors` checks, offline, that every anchor
  * is signed by the key and still matches the record it names — so a log that was cut off or
- * rewritten behind an anchor shows up. See docs/_draft_anchors.md.
+ * rewritten behind an anchor shows up. See docs/GOVERNANCE.md (signed anchors).
  *
  * Files (all synchronous, like the audit log: a write is on disk before the call goes on):
  *

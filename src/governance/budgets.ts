@@ -101,6 +101,11 @@ export interface BudgetExceededDetails {
   reset_at: string | null;
 }
 
+/** Ended actions are kept this long (then pruned; an outcome_unknown one stays until settled). */
+export const ACTIONS_KEPT_MS = 30 * 86_400_000;
+/** Budget usage rows of windows that started this long ago are pruned (windows are ≤ 366 d). */
+export const USAGE_KEPT_MS = 400 * 86_400_000;
+
 /** Most rules one admission evaluates; the config validator keeps policies below it. */
 export const MAX_RULES_PER_ADMISSION = 64;
 /** Most scope keys `usage` lists per budget. */
@@ -201,6 +206,19 @@ export class BudgetLedger {
         outcome: outcome.facts ?? null,
       });
     });
+  }
+
+  /**
+   * Bounds the tables: ended actions older than ACTIONS_KEPT_MS, grants expired a day ago and
+   * budget windows older than USAGE_KEPT_MS are deleted (at most 10 000 actions per call).
+   */
+  prune(): { actions: number; grants: number; usage: number } {
+    const now = this.#clock.now();
+    return {
+      actions: this.#store.actions.prune(now - ACTIONS_KEPT_MS),
+      grants: this.#store.grants.prune(now - 86_400_000),
+      usage: this.#store.budgets.prune(now - USAGE_KEPT_MS),
+    };
   }
 
   /**

@@ -528,3 +528,48 @@ Deno.test("malformed rules and amounts are programmer mistakes (RangeError)", ()
   );
   assert.equal(store.actions.get(long.actionId), undefined);
 });
+
+Deno.test("prune bounds the governance tables: ended actions, expired grants, old windows", async () => {
+  const dir = await Deno.makeTempDir();
+  let now = Date.UTC(2026, 0, 1);
+  const clock: Clock = { now: () => now, mono: () => now };
+  const store = Store.open(`${dir}/t.db`, { clock });
+  try {
+    const ledger = new BudgetLedger(store, { clock });
+    const rule: BudgetRule = {
+      policy: "p",
+      name: "h",
+      scope: "global",
+      metric: "operations",
+      limit: 100,
+      windowMs: 3_600_000,
+    };
+    const forever: BudgetRule = { ...rule, name: "all", windowMs: null };
+    const subject = (id: string) => ({
+      actionId: id,
+      kind: "exec",
+      principal: "p",
+      recipient: "local",
+      production: false,
+      readOnly: false,
+    });
+    ledger.admit([rule, forever], subject("job_old"), { owner: "a", summary: ["x"] });
+    ledger.settle("job_old", { ok: true });
+    ledger.admit([rule], subject("job_open"), { owner: "a", summary: ["y"] });
+    store.grants.issue({
+      approval_id: "apr_x",
+      action_id: "job_old",
+      action_hash: "0".repeat(64),
+      expires_at: now + 60_000,
+    });
+    now += 401 * 86_400_000;
+    const pruned = ledger.prune();
+    assert.deepEqual(pruned, { actions: 1, grants: 1, usage: 1 });
+    assert.equal(store.actions.get("job_old"), undefined);
+    assert.equal(store.actions.get("job_open")?.state, "admitted", "an unsettled action stays");
+    assert.equal(store.budgets.used("p/all", "global", 0), 1, "a never-resetting budget stays");
+  } finally {
+    store.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

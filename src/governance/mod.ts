@@ -1,8 +1,11 @@
 /**
- * Governance: what makes Termada's record of events trustworthy beyond its own machine. Today it
- * owns the signed anchors of the audit chain (the signing key, the local anchors file, delivery
- * to receivers, the offline check). It does not write the audit log (src/audit does) and does not
- * read the config (the daemon passes parsed options).
+ * Governance (docs/GOVERNANCE.md): who callers are and what they may spend, and proof of the
+ * record beyond this machine — offline JWT verification for agents and operators (`jwt.ts`), the
+ * budget ledger with every admitted action's intent and outcome (`budgets.ts`, on the store's
+ * `actions`, `budget_*` and `grants` tables), and the signed anchors of the audit chain
+ * (`anchors.ts`: key, local anchors, delivery to receivers, the offline check). It decides no
+ * policy (src/policy and the gateway do), does not write the audit log (src/audit does) and does
+ * not read the config (the daemon passes parsed options).
  */
 export {
   type Anchor,
@@ -42,6 +45,7 @@ export {
   type VerifiedClaims,
 } from "./jwt.ts";
 export {
+  ACTIONS_KEPT_MS,
   BUDGET_METRICS,
   BUDGET_SCOPES,
   type BudgetExceededDetails,
@@ -55,4 +59,5 @@ export {
   type CostEstimate,
   MAX_RULES_PER_ADMISSION,
   MAX_USAGE_KEYS_PER_BUDGET,
+  USAGE_KEPT_MS,
 } from "./budgets.ts";

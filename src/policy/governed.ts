@@ -214,8 +214,9 @@ function inWindow(t: NonNullable<CompiledRule["time"]>, now: number): boolean {
   const m = Number(parts.find((p) => p.type === "minute")?.value ?? "0");
   const at = h * 60 + m;
   if (!t.days.has(day)) return false;
-  // A window like 22:00-06:00 wraps past midnight.
-  return t.from <= t.to ? at >= t.from && at < t.to : at >= t.from || at < t.to;
+  // A window like 22:00-06:00 wraps past midnight; from = to is the whole day.
+  if (t.from === t.to) return true;
+  return t.from < t.to ? at >= t.from && at < t.to : at >= t.from || at < t.to;
 }
 
 /** Does the rule's resource part hold for these facts? */

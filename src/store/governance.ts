@@ -227,11 +227,18 @@ export class ActionRepo {
   readonly #get: StatementSync;
   /** By filter: [none, state, owner, both] — one statement each, so each can use its index. */
   readonly #lists: readonly StatementSync[];
+  readonly #prune: StatementSync;
 
   constructor(db: DatabaseSync, clock: Clock, runners: StoreRunners) {
     this.#clock = clock;
     this.#run = runners.run;
     const p = (sql: string) => db.prepare(sql);
+    this.#prune = p(
+      `DELETE FROM actions WHERE rowid IN (
+         SELECT rowid FROM actions
+         WHERE state IN ('succeeded', 'failed', 'released') AND ended_at < :before
+         LIMIT :limit)`,
+    );
     this.#insert = p(
       `INSERT INTO actions (id, kind, owner, principal, tenant, recipient, summary, state,
          admitted_at)
@@ -306,6 +313,14 @@ export class ActionRepo {
       now: this.#clock.now(),
     };
     return this.#run(`reconcile action "${id}"`, () => this.#reconcile.all(params).length === 1);
+  }
+
+  /**
+   * Deletes at most `limit` actions that ended before `before` (an outcome_unknown or admitted
+   * one is kept until it is settled); returns how many.
+   */
+  prune(before: number, limit = 10_000): number {
+    return this.#run("prune actions", () => Number(this.#prune.run({ before, limit }).changes));
   }
 
   get(id: string): ActionRow | undefined {
@@ -391,10 +406,15 @@ export class BudgetRepo {
   readonly #reservationsOf: StatementSync;
   readonly #dropReservations: StatementSync;
   readonly #window: StatementSync;
+  readonly #prune: StatementSync;
 
   constructor(db: DatabaseSync, runners: StoreRunners) {
     this.#run = runners.run;
     const p = (sql: string) => db.prepare(sql);
+    // Window 0 is a budget that never resets: its one row stays.
+    this.#prune = p(
+      `DELETE FROM budget_usage WHERE window_start > 0 AND window_start < :before`,
+    );
     const key = "budget = :budget AND scope_key = :scope_key AND window_start = :window_start";
     this.#used = p(`SELECT used FROM budget_usage WHERE ${key}`);
     this.#addUsage = p(
@@ -420,6 +440,10 @@ export class BudgetRepo {
          WHERE budget = :budget AND window_start = :window_start
        ) GROUP BY scope_key ORDER BY scope_key LIMIT :limit`,
     );
+  }
+  /** Deletes the usage of windows that started before `before` (never-resetting rows stay). */
+  prune(before: number): number {
+    return this.#run("prune budget usage", () => Number(this.#prune.run({ before }).changes));
   }
 
   /** What settled actions used of (budget, scope key) in the window starting at `windowStart`. */
@@ -547,11 +571,13 @@ export class GrantRepo {
   readonly #consume: StatementSync;
   readonly #get: StatementSync;
   readonly #forAction: StatementSync;
+  readonly #prune: StatementSync;
 
   constructor(db: DatabaseSync, clock: Clock, runners: StoreRunners) {
     this.#clock = clock;
     this.#run = runners.run;
     const p = (sql: string) => db.prepare(sql);
+    this.#prune = p(`DELETE FROM grants WHERE expires_at < :before`);
     this.#issue = p(
       `INSERT INTO grants (id, approval_id, action_id, action_hash, created_at, expires_at)
        VALUES (:id, :approval_id, :action_id, :action_hash, :created_at, :expires_at)`,
@@ -567,6 +593,10 @@ export class GrantRepo {
     this.#forAction = p(
       `SELECT * FROM grants WHERE action_id = :action_id ORDER BY created_at DESC, rowid DESC`,
     );
+  }
+  /** Deletes grants that expired before `before` (used or not: they can never be used now). */
+  prune(before: number): number {
+    return this.#run("prune grants", () => Number(this.#prune.run({ before }).changes));
   }
 
   /** Issues a grant (created_at now) and returns its id. */

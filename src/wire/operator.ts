@@ -38,6 +38,8 @@ export const PendingApproval = z.object({
     roles: z.array(z.string()),
     mfa: z.boolean(),
     exclude_requester: z.boolean(),
+    /** Several rules' role lists: an approver holds a role of each. */
+    role_sets: z.array(z.array(z.string())).optional(),
   }).optional(),
   /** The principal behind the requesting agent. */
   requester: z.string().optional(),

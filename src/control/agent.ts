@@ -6,6 +6,7 @@
  */
 import {
   type CallOptions,
+  COMMAND_READER_NAMES,
   DEFAULT_RUN_WAIT_MS,
   type Engine,
   type Job,
@@ -45,8 +46,6 @@ import type { Trail } from "./trail.ts";
 import { type AgentVaultEntry, assertDataVariables, type VaultOps } from "./vault.ts";
 
 /** Programs whose stdin lines are commands: a line typed into them is checked like a command. */
-const COMMAND_READERS =
-  /^(ba|z|da|k|tc|c|fi|)sh$|^(python[0-9.]*|node|deno|bun|perl|ruby|irb|php|lua[0-9.]*|R|julia|ghci|psql|mysql|sqlite3|redis-cli|mongo(sh)?|ssh|su|sudo|doas)$/;
 
 export interface AgentOpsOptions {
   engine: Engine;
@@ -346,7 +345,9 @@ export class AgentOps {
         secret: req.secret === true,
         echoOff: false,
       });
-    } else if (job.inputReader && COMMAND_READERS.test(job.inputReader)) {
+    } else if (
+      job.inputReader && (job.inputReaderRunsCommands || COMMAND_READER_NAMES.test(job.inputReader))
+    ) {
       // The reader runs what it is given: the line is a command and passes the gate as one —
       // unless the terminal does not echo (a password prompt of su, ssh, sudo…).
       await this.#gateway.admitInput({
@@ -356,6 +357,9 @@ export class AgentOps {
         secret: req.secret === true,
         echoOff: target.passwordPrompt(),
       });
+    } else {
+      // An answer to a program's prompt: not a command, but an action budgets count.
+      this.#gateway.countInput(job, req.secret ? "[secret]" : input);
     }
     if (req.secret) {
       // Registered before the bytes leave, so no echo or later output can carry them.

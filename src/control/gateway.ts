@@ -306,6 +306,17 @@ export class Gateway {
     await trail.inputWritten(req.job, shown, req.reader, decision);
   }
 
+  /** A line typed to a program that does not run what it reads: counted by budgets only. */
+  countInput(job: Job, shown: string): void {
+    this.#admitInput({
+      job,
+      line: shown,
+      reader: job.inputReader ?? "a program",
+      secret: false,
+      echoOff: false,
+    }, shown);
+  }
+
   /**
    * A typed line is an action too: budgets count it, and it has an action row (settled at
    * once: typing it is the whole effect). BUDGET_EXCEEDED refuses it, recorded.

@@ -10,6 +10,7 @@
 import { currentSyscall, descendantsOf, procStat, readLink } from "../pty/mod.ts";
 import type { Terminal } from "./session.ts";
 import type { Job } from "./job.ts";
+import { readsCommands } from "./readers.ts";
 
 const ARCH = Deno.build.arch;
 /** read, readv */
@@ -119,10 +120,16 @@ export class InputWatcher {
     if (!job || job.final || job.status === "awaiting_input") return;
     const pending = job.pendingText();
     const st = detectInput(this.#pty, this.#root, pending);
-    const reader = st.reader && !(this.#rootIsHost && st.reader.pid === this.#root)
-      ? st.reader.comm
+    const who = st.reader && !(this.#rootIsHost && st.reader.pid === this.#root)
+      ? st.reader
       : undefined;
-    if (st.awaiting) job.setAwaitingInput(pending, st.source, reader);
-    else this.#schedule(Math.min(this.#delay * 2, INPUT_CHECK_MAX_MS));
+    if (st.awaiting) {
+      job.setAwaitingInput(
+        pending,
+        st.source,
+        who?.comm,
+        who ? readsCommands(who.pid, who.comm) : false,
+      );
+    } else this.#schedule(Math.min(this.#delay * 2, INPUT_CHECK_MAX_MS));
   }
 }

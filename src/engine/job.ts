@@ -102,6 +102,11 @@ export class Job {
   inputSource: "kernel" | "heuristic" | undefined;
   /** Command name of the process waiting for input (bash, python3, ssh…), when known. */
   inputReader: string | undefined;
+  /**
+   * The reading process runs what it reads (a shell or interpreter, by name or by the content
+   * of its executable, src/engine/readers.ts): a line typed to it is a command for the policy.
+   */
+  inputReaderRunsCommands = false;
   /** True while a standing answer is being typed (waiters do not report that prompt). */
   autoAnswering = false;
   /** Set while the job waits for an operator's decision. */
@@ -319,13 +324,19 @@ export class Job {
     return (this.#live?.allocatedBytes ?? 0) + 512;
   }
 
-  setAwaitingInput(prompt: string, source: "kernel" | "heuristic", reader?: string): void {
+  setAwaitingInput(
+    prompt: string,
+    source: "kernel" | "heuristic",
+    reader?: string,
+    readsCommands = false,
+  ): void {
     if (this.final || this.status !== "running") return;
     this.commitPending();
     this.status = "awaiting_input";
     this.prompt = prompt;
     this.inputSource = source;
     this.inputReader = reader;
+    this.inputReaderRunsCommands = readsCommands;
     this.#notify();
   }
 
@@ -356,6 +367,7 @@ export class Job {
     this.status = "running";
     this.prompt = undefined;
     this.inputReader = undefined;
+    this.inputReaderRunsCommands = false;
     this.#notify();
   }
 

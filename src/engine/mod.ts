@@ -57,4 +57,5 @@ export {
 } from "./job.ts";
 export { type RemoteHooks, Session, type Spawned, type Terminal } from "./session.ts";
 export { type InputState } from "./input.ts";
+export { COMMAND_READER_NAMES, readsCommands } from "./readers.ts";
 export { compilePattern } from "./wait.ts";

@@ -103,7 +103,14 @@ interface CompiledRule {
   principal?: Int32Array[];
   tenant?: Int32Array[];
   environment?: Int32Array[];
-  time?: { days: Set<string>; from: number; to: number; fmt: Intl.DateTimeFormat };
+  time?: {
+    days: Set<string>;
+    from: number;
+    to: number;
+    fmt: Intl.DateTimeFormat;
+    cachedMinute: number;
+    cachedAnswer: boolean;
+  };
 }
 
 /** The pattern named when allow rules exist for the kind and none matched. */
@@ -150,6 +157,8 @@ export class CompiledGovernance {
             minute: "2-digit",
             hourCycle: "h23",
           }),
+          cachedMinute: -1,
+          cachedAnswer: false,
         };
       }
       return c;
@@ -208,6 +217,16 @@ function anyGlob(globs: Int32Array[] | undefined, value: string | undefined): bo
 }
 
 function inWindow(t: NonNullable<CompiledRule["time"]>, now: number): boolean {
+  // Windows are minute-grained, and formatting a time zone costs ~10 µs: one answer per minute.
+  const minute = Math.floor(now / 60_000);
+  if (t.cachedMinute === minute) return t.cachedAnswer;
+  const answer = inWindowNow(t, now);
+  t.cachedMinute = minute;
+  t.cachedAnswer = answer;
+  return answer;
+}
+
+function inWindowNow(t: NonNullable<CompiledRule["time"]>, now: number): boolean {
   const parts = t.fmt.formatToParts(new Date(now));
   const day = (parts.find((p) => p.type === "weekday")?.value ?? "").slice(0, 3).toLowerCase();
   const h = Number(parts.find((p) => p.type === "hour")?.value ?? "0");
@@ -329,13 +348,29 @@ export const ONE_OPERATOR: ApprovalRequirement = Object.freeze({
  */
 export function decideGoverned(
   g: CompiledGovernance,
-  facts: GovernedFacts,
+  given: GovernedFacts,
 ): GovernedVerdict | undefined {
+  const candidates = g.rules.filter((c) => ruleMatches(c, given));
+  // One analysis of the command for every rule that needs it: the judge is asked once, with
+  // every rule's policy (and the allow rules' union), and rules read the answers back.
+  let facts = given;
+  if (COMMAND_KINDS.has(given.kind) && given.command && given.judge) {
+    const needed: CompiledPolicy[] = [];
+    for (const c of candidates) {
+      if (c.input.effect !== "allow" && c.commandPolicies) needed.push(...c.commandPolicies);
+    }
+    const allowGlobs = candidates.filter((c) => c.input.effect === "allow" && c.commandPolicies);
+    if (allowGlobs.length > 0) needed.push(g.unionPolicy(allowGlobs));
+    const answers = new Map<CompiledPolicy, "allow" | "deny" | "confirm">();
+    if (needed.length > 0) {
+      given.judge(needed).forEach((a, i) => answers.set(needed[i]!, a));
+    }
+    facts = { ...given, judge: (ps) => ps.map((p) => answers.get(p) ?? "deny") };
+  }
   let best: CompiledRule | undefined;
   let approval: ApprovalRequirement | undefined;
   const allows: CompiledRule[] = [];
-  for (const c of g.rules) {
-    if (!ruleMatches(c, facts)) continue;
+  for (const c of candidates) {
     if (c.input.effect === "allow") {
       allows.push(c);
       continue;

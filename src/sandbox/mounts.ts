@@ -92,6 +92,29 @@ export function hideWithMounts(hide: readonly string[], allow: readonly string[]
     const sorted = [...new Set(hide)].sort();
     const outer = sorted.filter((p) => !sorted.some((o) => o !== p && p.startsWith(o + "/")));
     const ro = LINUX.MS_RDONLY | LINUX.MS_NOSUID | LINUX.MS_NODEV | LINUX.MS_NOEXEC;
+    // Every directory above a hidden path becomes a mount point of itself (recursively, so
+    // what is mounted below stays): a mount point cannot be renamed (EBUSY), so no session can
+    // move an ancestor aside and put its own files where the daemon will read the hidden path
+    // (a config, a pinned JWKS file) the next time it loads them. Outermost first.
+    const ancestors = new Set<string>();
+    for (const h of outer) {
+      for (
+        let a = h.slice(0, h.lastIndexOf("/"));
+        a.length > 1;
+        a = a.slice(0, a.lastIndexOf("/"))
+      ) {
+        ancestors.add(a);
+      }
+    }
+    for (const a of [...ancestors].sort((x, y) => x.length - y.length)) {
+      if (kind(a) !== "dir") continue;
+      try {
+        mount(a, a, null, LINUX.MS_BIND | LINUX.MS_REC);
+      } catch {
+        // A path that cannot be bound (an automount, a vanished directory): its children stay
+        // covered below; only its rename is not prevented.
+      }
+    }
     for (const h of outer) {
       const k = kind(h);
       if (k === undefined) continue; // nothing there yet: see below (Landlock keeps it uncreatable)

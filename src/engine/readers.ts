@@ -1,0 +1,82 @@
+/**
+ * Which programs run what they read: shells and interpreters, known by name and by content.
+ * A line typed into one is a command for the policy (and an `input` action for budgets). The
+ * name alone is not enough — a copy of bash under another name runs lines just the same — so
+ * the reader's executable (`/proc/<pid>/exe`) is also compared by SHA-256 with the files those
+ * names resolve to (PATH and the usual system directories), hashed once per file identity.
+ */
+import { basename } from "node:path";
+import { fileIdentity } from "../sandbox/mod.ts";
+
+/** Command names of programs that run what they read. */
+export const COMMAND_READER_NAMES: RegExp =
+  /^(ba|z|da|k|mk|tc|c|fi|a|)sh$|^(busybox|pwsh|python[0-9.]*|node(js)?|deno|bun|perl|ruby|irb|php|lua[0-9.]*|R|julia|ghci|psql|mysql|sqlite3|redis-cli|mongo(sh)?|ssh|su|sudo|doas|tclsh|wish|expect|gdb)$/;
+
+/** Names looked up to learn the interpreters' content (what COMMAND_READER_NAMES spells). */
+const NAMES = [
+  "sh",
+  "bash",
+  "dash",
+  "zsh",
+  "ksh",
+  "mksh",
+  "ash",
+  "tcsh",
+  "csh",
+  "fish",
+  "busybox",
+  "pwsh",
+  "python",
+  "python3",
+  "python2",
+  "node",
+  "nodejs",
+  "deno",
+  "bun",
+  "perl",
+  "ruby",
+  "irb",
+  "php",
+  "lua",
+  "R",
+  "julia",
+  "ghci",
+  "psql",
+  "mysql",
+  "sqlite3",
+  "redis-cli",
+  "mongo",
+  "mongosh",
+  "ssh",
+  "su",
+  "sudo",
+  "doas",
+  "tclsh",
+  "wish",
+  "expect",
+  "gdb",
+];
+const SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+
+let known: Set<string> | undefined;
+
+function knownInterpreters(): Set<string> {
+  if (known) return known;
+  known = new Set();
+  const path = Deno.env.get("PATH") ?? "";
+  const dirs = [...new Set([...path.split(":").filter((d) => d.startsWith("/")), ...SYSTEM_DIRS])];
+  for (const name of NAMES) {
+    for (const dir of dirs) {
+      const id = fileIdentity(`${dir}/${name}`);
+      if (id) known.add(id.sha256);
+    }
+  }
+  return known;
+}
+
+/** Whether process `pid` runs what it reads: by its command name, or by its file's content. */
+export function readsCommands(pid: number, comm: string): boolean {
+  if (COMMAND_READER_NAMES.test(comm) || COMMAND_READER_NAMES.test(basename(comm))) return true;
+  const id = fileIdentity(`/proc/${pid}/exe`);
+  return id !== undefined && knownInterpreters().has(id.sha256);
+}

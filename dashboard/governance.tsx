@@ -14,7 +14,7 @@
  */
 import { useCallback, useState } from "preact/hooks";
 import { api, HttpError } from "./api.ts";
-import { useThrottledLoad } from "./hooks.ts";
+import { useBusy, useThrottledLoad } from "./hooks.ts";
 import type { PendingApproval } from "../src/wire/mod.ts";
 
 // The shapes below mirror the daemon's answers (src/store/governance.ts, src/governance/); the
@@ -156,7 +156,7 @@ export function GovernanceView(props: {
   const [settled, setSettled] = useState<Set<string>>(() => new Set());
   const [notes, setNotes] = useState<Record<string, string>>({});
   const [rowErrors, setRowErrors] = useState<Record<string, Problem>>({});
-  const [busy, setBusy] = useState<Record<string, boolean>>({});
+  const [busy, run] = useBusy();
   const [note, setNote] = useState<string | undefined>();
   const [anchorError, setAnchorError] = useState<Problem | undefined>();
 
@@ -176,15 +176,6 @@ export function GovernanceView(props: {
   }, [token]);
 
   useThrottledLoad(load, props.visible, props.pulse);
-
-  const run = async (key: string, fn: () => Promise<void>) => {
-    setBusy((x) => ({ ...x, [key]: true }));
-    try {
-      await fn();
-    } finally {
-      setBusy(({ [key]: _, ...rest }) => rest);
-    }
-  };
 
   const reconcile = (row: ActionView, state: "succeeded" | "failed") => {
     const text = (notes[row.id] ?? "").trim();

@@ -1,5 +1,5 @@
 /** Hooks shared by the dashboard's views. */
-import { useCallback, useEffect, useRef } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 
 /** Refetches run at most this often while events arrive. */
 export const THROTTLE_MS = 500;
@@ -39,4 +39,24 @@ export function useThrottledLoad(
       await loadRef.current();
     },
   };
+}
+
+/**
+ * Which actions of a view are running (by key), and `run(key, fn)` that marks one busy while
+ * `fn` runs (buttons disable themselves on `busy[key]`).
+ */
+export function useBusy(): [
+  Record<string, boolean>,
+  (key: string, fn: () => Promise<void>) => Promise<void>,
+] {
+  const [busy, setBusy] = useState<Record<string, boolean>>({});
+  const run = async (key: string, fn: () => Promise<void>) => {
+    setBusy((b) => ({ ...b, [key]: true }));
+    try {
+      await fn();
+    } finally {
+      setBusy(({ [key]: _, ...rest }) => rest);
+    }
+  };
+  return [busy, run];
 }

@@ -15,7 +15,7 @@
 import { useCallback, useRef, useState } from "preact/hooks";
 import { api, HttpError } from "./api.ts";
 import { Confirm } from "./views.tsx";
-import { useThrottledLoad } from "./hooks.ts";
+import { useBusy, useThrottledLoad } from "./hooks.ts";
 import type { VaultEntryView, VaultStatusView } from "../src/wire/mod.ts";
 
 /** `GET /api/vault`: the status and, while unlocked, the entries (never a value). */
@@ -107,7 +107,7 @@ export function VaultView(props: {
   const [vault, setVault] = useState<VaultState | undefined>();
   const [error, setError] = useState<string | undefined>();
   const [unavailable, setUnavailable] = useState<string | undefined>();
-  const [busy, setBusy] = useState<Record<string, boolean>>({});
+  const [busy, run] = useBusy();
   const [note, setNote] = useState<string | undefined>();
   const [confirm, setConfirm] = useState<Pending | undefined>();
   const [unlockError, setUnlockError] = useState<Problem | undefined>();
@@ -142,15 +142,6 @@ export function VaultView(props: {
   }, [token]);
 
   useThrottledLoad(load, props.visible, props.pulse);
-
-  const run = async (key: string, fn: () => Promise<void>) => {
-    setBusy((b) => ({ ...b, [key]: true }));
-    try {
-      await fn();
-    } finally {
-      setBusy(({ [key]: _, ...rest }) => rest);
-    }
-  };
 
   const protection = vault?.protection ?? method;
 

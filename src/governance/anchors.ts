@@ -21,7 +21,7 @@
  */
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { auditHashesAt, canonicalJson, type VerifyResult } from "../audit/mod.ts";
+import { auditHashesAt, canonicalJson, readLastLines, type VerifyResult } from "../audit/mod.ts";
 import {
   type Clock,
   decodeBase64,
@@ -261,53 +261,14 @@ function writeAtomic(path: string, text: string): void {
   syncDir(join(path, ".."));
 }
 
-function readFullAt(file: Deno.FsFile, pos: number, into: Uint8Array): void {
-  file.seekSync(pos, Deno.SeekMode.Start);
-  for (let off = 0; off < into.length;) {
-    const n = file.readSync(into.subarray(off));
-    if (n === null || n === 0) throw new Error("the file shrank while it was read");
-    off += n;
-  }
-}
-
 /**
- * The last `n` complete lines of a file (oldest first), read backwards in growing chunks, and the
- * size of the good part (before a torn last line). Bounded: open reads at most the anchors it can
- * still deliver, not the whole history.
+ * The last `n` complete lines of a file (oldest first) and the size of the good part (before a
+ * torn last line): the audit log's own backwards reader. Bounded: open reads at most the anchors
+ * it can still deliver, not the whole history.
  */
-function readLastLines(path: string, n: number): { lines: Uint8Array[]; goodBytes: number } {
-  const file = Deno.openSync(path, { read: true });
-  try {
-    const size = file.statSync().size;
-    let buf = new Uint8Array(0);
-    let pos = size;
-    let chunk = 64 * 1024;
-    while (pos > 0) {
-      const len = Math.min(chunk, pos);
-      pos -= len;
-      const next = new Uint8Array(len + buf.length);
-      readFullAt(file, pos, next.subarray(0, len));
-      next.set(buf, len);
-      buf = next;
-      chunk *= 2;
-      let lfs = 0;
-      for (let i = buf.indexOf(LF); i >= 0 && lfs <= n; i = buf.indexOf(LF, i + 1)) lfs++;
-      if (lfs > n) break;
-    }
-    const lastLf = buf.lastIndexOf(LF);
-    const goodBytes = pos + lastLf + 1;
-    const lines: Uint8Array[] = [];
-    let end = lastLf;
-    while (end >= 0 && lines.length < n) {
-      const start = end === 0 ? 0 : buf.lastIndexOf(LF, end - 1) + 1;
-      if (start === 0 && pos > 0) break; // the first piece starts before what was read
-      lines.push(buf.subarray(start, end));
-      end = start - 1;
-    }
-    return { lines: lines.reverse(), goodBytes };
-  } finally {
-    file.close();
-  }
+function lastLines(path: string, n: number): { lines: Uint8Array[]; goodBytes: number } {
+  const r = readLastLines(path, n);
+  return { lines: r.lines, goodBytes: r.size - r.tornBytes };
 }
 
 type FileLine = { kind: "line"; line: number; bytes: Uint8Array } | {
@@ -1322,7 +1283,7 @@ export class AnchorService {
 /** The anchors open keeps: the last `keep` lines; a torn last line is cut off. */
 function readRetained(path: string, keep: number): Anchor[] {
   if (!exists(path)) return [];
-  const { lines, goodBytes } = readLastLines(path, keep);
+  const { lines, goodBytes } = lastLines(path, keep);
   const size = Deno.statSync(path).size;
   if (goodBytes < size) {
     log.warn("cut a torn last anchor (a write that never returned)", {

@@ -1006,12 +1006,11 @@ Deno.test("governance attacks on a strict daemon: self-approval, JWTs, quorum, r
     );
 
     await t.step(
-      "LIMIT: [C] one agent id, two JWT subjects: the latest is the requester, so the real requester can vote",
+      "HELD (was a limit): [C] one agent id, two JWT subjects: neither may approve the agent's requests when the rule excludes the requester",
       async () => {
-        // Documented (GOVERNANCE.md "Who is behind an agent", SECURITY.md "What it does not
-        // cover"): the principal is kept per agent id, from its latest authentication. The MCP
-        // socket authenticates once per connection, so a request on alice's connection made
-        // after zed connected as the same agent is zed's, and alice's vote counts.
+        // The principal shown is the agent id's latest authentication (zed), but a request
+        // cannot be told apart by which of them made it: `exclude_requester` excludes every
+        // principal seen behind the agent id (src/daemon/agents.ts `principals`).
         const { conn, init } = await socketSession(d, {
           token: await agentJwt(keys, { sub: "alice" }),
         });
@@ -1028,9 +1027,10 @@ Deno.test("governance attacks on a strict daemon: self-approval, JWTs, quorum, r
         assert.match(approval, /^apr_/, shown(started));
         const p = (await pending(d)).find((x) => x.approval_id === approval);
         assert.equal(p?.requester, "zed");
-        const alice = await operatorJwt(keys, "alice", ["sre"], ["mfa"]);
-        const r = await approve(d, alice, approval);
-        assert.deepEqual([r.status, r.body.votes], [200, 1], shown(r));
+        for (const who of ["alice", "zed"]) {
+          const r = await approve(d, await operatorJwt(keys, who, ["sre"], ["mfa"]), approval);
+          assert.equal(r.status, 403, `${who}: ${shown(r)}`);
+        }
         assert.equal((await deny(d, TOKEN, approval)).status, 200);
       },
     );

@@ -42,7 +42,7 @@ export interface ApprovalBookOptions {
   timeoutMs?: number;
   clock?: Clock;
   /** Who is behind an agent (for `exclude_requester`). */
-  whoIs?: (agent: string) => { principal: string };
+  whoIs?: (agent: string) => { principal: string; principals?: readonly string[] };
   /** Pending approvals at most per owner and in all (defaults 32 / 128). */
   quotas?: { perOwner: number; total: number };
 }
@@ -101,8 +101,10 @@ interface Parked {
   timer: ReturnType<typeof setTimeout>;
   /** Who must approve it. */
   requirements: ApprovalRequirement;
-  /** The principal behind the requesting agent. */
+  /** The principal behind the requesting agent (its latest authentication). */
   requester: string;
+  /** Every principal seen behind that agent id: `exclude_requester` excludes them all. */
+  requesters: string[];
   /** Approve votes so far, by principal. */
   approvers: string[];
   /** SHA-256 of what was asked for: a grant covers exactly this. */
@@ -356,7 +358,7 @@ export class ApprovalBook {
     if (p.approvers.includes(auth.principal)) {
       refuse(`${auth.principal} already approved it`, "Another approver must add their vote");
     }
-    if (r.exclude_requester && auth.principal === p.requester) {
+    if (r.exclude_requester && p.requesters.includes(auth.principal)) {
       refuse(
         `it was requested on behalf of ${auth.principal}, and the rule excludes the requester`,
         "Ask another operator to approve it",
@@ -449,11 +451,19 @@ export class ApprovalBook {
     actionHash: string,
   ): Pick<
     Parked,
-    "requirements" | "requester" | "approvers" | "actionHash" | "recheck" | "admit"
+    | "requirements"
+    | "requester"
+    | "requesters"
+    | "approvers"
+    | "actionHash"
+    | "recheck"
+    | "admit"
   > {
+    const who = this.#o.whoIs?.(owner);
     return {
       requirements: confirm.approval ?? ONE_OPERATOR,
-      requester: this.#o.whoIs?.(owner).principal ?? `agent:${owner}`,
+      requester: who?.principal ?? `agent:${owner}`,
+      requesters: [...new Set([...(who?.principals ?? []), who?.principal ?? `agent:${owner}`])],
       approvers: [],
       actionHash,
       recheck: confirm.recheck,

@@ -57,7 +57,7 @@ export interface ControlOptions {
    */
   vault?: { file: VaultFile; secrets: SecretSet };
   /** Who is behind an agent (principal), for approvals that exclude the requester. */
-  whoIs?: (agent: string) => { principal: string };
+  whoIs?: (agent: string) => { principal: string; principals?: readonly string[] };
   /** Pending approvals at most per owner and in all (defaults 32 / 128). */
   approvalQuotas?: { perOwner: number; total: number };
   clock?: Clock;

@@ -23,7 +23,16 @@ export interface Principal {
   principal: string;
   tenant?: string;
   via: "token" | "jwt" | "dev";
+  /**
+   * Every principal that authenticated as this agent id since the daemon started (at most
+   * MAX_PRINCIPALS_PER_AGENT, newest kept): an approval that excludes the requester excludes
+   * them all, since a request cannot be told apart by who of them made it.
+   */
+  principals: readonly string[];
 }
+
+/** Principals remembered per agent id (an agent id several people's JWTs name). */
+export const MAX_PRINCIPALS_PER_AGENT = 16;
 
 /** At most this many dev-mode or JWT identities are remembered (least recently seen dropped). */
 export const MAX_REMEMBERED_IDENTITIES = 1024;
@@ -44,10 +53,17 @@ export function agentDirectory(
   let jwt = options.jwt;
   let known = tokens(cfg);
   const seen = new Map<string, Principal>();
+  const everyone = new Map<string, string[]>();
   const strict = () => cfg.security.identity_mode === "strict";
-  const remember = (agent: string, p: Principal) => {
+  const remember = (agent: string, p: Omit<Principal, "principals">) => {
+    const list = (everyone.get(agent) ?? []).filter((x) => x !== p.principal);
+    list.push(p.principal);
+    if (list.length > MAX_PRINCIPALS_PER_AGENT) list.shift();
+    everyone.delete(agent);
+    everyone.set(agent, list);
+    if (everyone.size > MAX_REMEMBERED_IDENTITIES) everyone.delete(everyone.keys().next().value!);
     seen.delete(agent);
-    seen.set(agent, p);
+    seen.set(agent, { ...p, principals: list });
     if (seen.size > MAX_REMEMBERED_IDENTITIES) seen.delete(seen.keys().next().value!);
   };
   const configured = (id: string) => Object.hasOwn(cfg.agents, id) ? cfg.agents[id] : undefined;
@@ -133,10 +149,12 @@ export function agentDirectory(
       const s = seen.get(agent);
       if (s) return s;
       const a = configured(agent);
+      const principal = a?.principal ?? `agent:${agent}`;
       return {
-        principal: a?.principal ?? `agent:${agent}`,
+        principal,
         ...(a?.tenant ? { tenant: a.tenant } : {}),
         via: a ? (a.token ? "token" : "jwt") : "dev",
+        principals: [...new Set([...(everyone.get(agent) ?? []), principal])],
       };
     },
     reload(next: Config, nextJwt?: JwtVerifier) {

@@ -3,7 +3,7 @@ import type { JWTPayload } from "jose";
 import { type Config, parseConfig } from "../config/mod.ts";
 import { type JwtTrust, JwtVerifier } from "../governance/mod.ts";
 import { mint, mintKeys, writeJwks } from "../governance/_jwt_testing.ts";
-import { agentDirectory, MAX_REMEMBERED_IDENTITIES } from "./agents.ts";
+import { agentDirectory, MAX_PRINCIPALS_PER_AGENT, MAX_REMEMBERED_IDENTITIES } from "./agents.ts";
 
 const ISS = "https://idp.example";
 const AUD = "termada";
@@ -241,13 +241,23 @@ Deno.test("the socket key and configured ids", () => {
 
 Deno.test("principalOf before any sign-in falls back to the config", () => {
   const { dir } = directory();
-  assert.deepEqual(dir.principalOf("ci"), { principal: "team-ci", tenant: "acme", via: "token" });
+  assert.deepEqual(dir.principalOf("ci"), {
+    principal: "team-ci",
+    tenant: "acme",
+    via: "token",
+    principals: ["team-ci"],
+  });
   assert.deepEqual(dir.principalOf("jwtbot"), {
     principal: "agent:jwtbot",
     tenant: "acme",
     via: "jwt",
+    principals: ["agent:jwtbot"],
   });
-  assert.deepEqual(dir.principalOf("stranger"), { principal: "agent:stranger", via: "dev" });
+  assert.deepEqual(dir.principalOf("stranger"), {
+    principal: "agent:stranger",
+    via: "dev",
+    principals: ["agent:stranger"],
+  });
   const dev = dir.devIdentity("stranger");
   assert.deepEqual(dev, { agent: "stranger", principal: "agent:stranger", via: "dev" });
 });
@@ -263,7 +273,13 @@ Deno.test("reload keeps a JWT's principal and takes token agents as now configur
   dir.reload(config({ ciPrincipal: "team-ci-2", botToken: newBot }), verifier);
   assert.equal(dir.principalOf("jwtbot").principal, "alice");
   assert.equal(dir.principalOf("jwtbot").via, "jwt");
-  assert.deepEqual(dir.principalOf("ci"), { principal: "team-ci-2", tenant: "acme", via: "token" });
+  // Who was behind it before stays excluded from approving its requests (principals).
+  assert.deepEqual(dir.principalOf("ci"), {
+    principal: "team-ci-2",
+    tenant: "acme",
+    via: "token",
+    principals: ["team-ci", "team-ci-2"],
+  });
   // Tokens as now configured.
   assert.deepEqual(await dir.authenticate(TOKEN_BOT, "http"), { error: "Unknown agent token" });
   const bot = await dir.authenticate(newBot, "http");
@@ -288,6 +304,7 @@ Deno.test("remembered identities are bounded: the least recently seen is forgott
       principal: "agent:jwtbot",
       tenant: "acme",
       via: "jwt",
+      principals: ["agent:jwtbot"],
     });
   });
   await t.step("exactly at the bound it is still remembered; one more forgets it", async () => {
@@ -306,4 +323,17 @@ Deno.test("remembered identities are bounded: the least recently seen is forgott
     for (let i = 1000; i < 2000; i++) dir.devIdentity(`dev-${i}`);
     assert.equal(dir.principalOf("jwtbot").principal, "alice");
   });
+});
+
+Deno.test("every principal seen behind an agent id is kept (bounded) for requester exclusion", async () => {
+  const { dir } = directory();
+  for (const sub of ["alice", "zed", "alice"]) {
+    await dir.authenticate(await agentJwt({ agent_id: "jwtbot", sub }), "http");
+  }
+  assert.equal(dir.principalOf("jwtbot").principal, "alice");
+  assert.deepEqual(dir.principalOf("jwtbot").principals, ["zed", "alice"]);
+  for (let i = 0; i < MAX_PRINCIPALS_PER_AGENT + 4; i++) {
+    await dir.authenticate(await agentJwt({ agent_id: "jwtbot", sub: `p${i}` }), "http");
+  }
+  assert.equal(dir.principalOf("jwtbot").principals.length, MAX_PRINCIPALS_PER_AGENT);
 });

@@ -68,6 +68,11 @@ export interface OperatorOptions {
   port?: number;
   /** SSE keep-alive period (default 15 s). */
   keepAliveMs?: number;
+  /**
+   * Stops the daemon (`termada daemon stop`); called after the answer is on its way. The
+   * daemon's own stop record is the audit trail of it.
+   */
+  stopDaemon?: () => void;
 }
 
 const ActionsQuery = z.strictObject({
@@ -219,6 +224,16 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
   api.post("/stop", async (c) => {
     const r = await ops.stopAll(operatorOf(c), await body(c, StopInput));
     return c.json({ ok: true, ...r } satisfies StopResult);
+  });
+  api.post("/daemon/stop", async (c) => {
+    await body(c, z.strictObject({}));
+    const stop = options.stopDaemon;
+    if (!stop) {
+      throw new TermadaError("NOT_SUPPORTED", "This daemon cannot be stopped from the API");
+    }
+    // After this response has been written: the stop closes the listeners, this one included.
+    setTimeout(stop, 0);
+    return c.json({ ok: true });
   });
   api.post("/resume", (c) => {
     ops.resumeAdmissions(operatorOf(c));

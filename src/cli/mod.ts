@@ -18,7 +18,15 @@ Usage:
   termada run [--shell bash|zsh|sh] [--cwd DIR] [--timeout MS] [--background] -- COMMAND [ARGS…]
       Run one command in a fresh terminal session and print the structured result (JSON).
       One word is a shell command line ("ls | wc -l"); more words are passed exactly.
-  termada pending | approve ID [--reason TEXT] | deny ID [--reason TEXT]
+  termada status [--json] | termada daemon stop
+      The running daemon at a glance (sessions, active jobs, approvals, kill switch, audit
+      health, exec gate); stop it gracefully and wait until it is gone.
+  termada sessions [--json] | jobs [--all] [-f] [--json]
+      Every agent's terminal sessions and jobs (-f re-lists as jobs start and end).
+  termada logs JOB [-f] | termada kill JOB [--grace-ms MS]
+      A job's output (-f follows it until it ends); stop one job of any agent.
+  termada pending | approve ID [--reason TEXT] [--ticket ID]
+  termada deny ID [--reason TEXT] [--ticket ID]
       The approval queue: commands the policy sent to an operator.
   termada reconcile [ACTION --succeeded|--failed --note TEXT] | termada policy reload
       Actions whose outcome is unknown (a restart mid-action), settled by an operator; and
@@ -31,8 +39,8 @@ Usage:
   termada mission list [--status S] | show ID | report ID [--json] [--out FILE] | cancel ID
       Missions of every agent: plan, runtime-verified steps, the evidence report (its hash is
       recorded in the audit log), or cancel one.
-  termada servers [list] | add NAME --host H --user U [--port P] [--tag T]... | rm NAME | forget NAME
-  termada servers forwards
+  termada servers [list] | add NAME --host H --user U [--port P] [--tag T]...
+  termada servers rm NAME | forget NAME | forwards
       The server inventory (config file and live), host keys, and every open port forward.
   termada vault init [--identity FILE] | set NAME [--kind K] | [list] | rm NAME | reset --yes
   termada unlock [--identity FILE | --passphrase-file FILE] | termada lock
@@ -41,7 +49,9 @@ Usage:
   termada dashboard [--open]
       Print (or open) the tokenized URL of the live dashboard.
   termada version
-  termada help
+  termada help | termada COMMAND --help
+
+Exit codes: 0 ok, 1 failure (the daemon refused or is not running), 2 usage error.
 `;
 
 const OUT: OperatorContext = { out: (t) => write(Deno.stdout, t) };
@@ -49,8 +59,15 @@ const OUT: OperatorContext = { out: (t) => write(Deno.stdout, t) };
 // Each command loads only its own modules: `serve --stdio` (started once per agent session)
 // must not pay for the daemon's.
 const operator = () => import("./operator.ts");
+const ops = () => import("./ops.ts");
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   run: async (a) => (await import("./run.ts")).runCommand(a),
+  status: async (a) => (await ops()).statusCommand(a, OUT),
+  jobs: async (a) => (await ops()).jobsCommand(a, OUT),
+  sessions: async (a) => (await ops()).sessionsCommand(a, OUT),
+  logs: async (a) => (await ops()).logsCommand(a, OUT),
+  kill: async (a) => (await ops()).killCommand(a, OUT),
+  daemon: async (a) => (await ops()).daemonCommand(a, OUT),
   pending: async (a) => (await operator()).pendingCommand(a, OUT),
   approve: async (a) => (await operator()).approveCommand(a, OUT),
   deny: async (a) => (await operator()).denyCommand(a, OUT),

@@ -1,10 +1,10 @@
 /**
- * Operator commands: `termada pending | approve | deny | stop | resume | audit`. They talk to the
+ * Operator commands: `termada pending | approve | deny | stop | resume | audit | dashboard |
+ * mission | reconcile | policy` (and, in ops.ts, status, jobs, logs…). They talk to the
  * running daemon over its Unix socket with the operator token from the state directory (only the
  * same user can read it). `termada audit verify` also works with no daemon running.
  */
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { type AuditRecord, verifyAudit } from "../audit/mod.ts";
 import { effectivePaths, loadConfig, resolvePaths, type TermadaPaths } from "../config/mod.ts";
 import { daemonAlive, socketFetch } from "../client/mod.ts";
@@ -62,30 +62,48 @@ function token(p: TermadaPaths, opts: { jwt?: boolean } = {}): string {
   }
 }
 
-/** One operator request over the socket; a non-2xx answer becomes the daemon's typed error. */
-async function request<T>(
+/**
+ * One operator request over the socket; a non-2xx answer becomes the daemon's typed error, and
+ * no daemon at all is SERVER_UNREACHABLE. The connection closes once `read` settles.
+ */
+export async function request<T>(
   p: TermadaPaths,
   method: "GET" | "POST" | "PUT" | "DELETE",
   path: string,
   body: Record<string, unknown> | undefined,
   read: (r: Response) => Promise<T>,
 ): Promise<T> {
-  if (!(await daemonAlive(p.socketPath))) {
-    throw new TermadaError("SERVER_UNREACHABLE", "No Termada daemon is running", {
+  const unreachable = (cause?: unknown) =>
+    new TermadaError("SERVER_UNREACHABLE", "No Termada daemon is running", {
       hint: "Start it with termada serve",
+      cause,
     });
+  let auth: string;
+  try {
+    auth = token(p);
+  } catch (err) {
+    // No token: say first that no daemon runs, when none does.
+    if (!(await daemonAlive(p.socketPath))) throw unreachable(err);
+    throw err;
   }
   const s = socketFetch(p.socketPath);
   try {
-    const r = await s.fetch(`http://termada/api${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token(p)}`,
-        "x-termada-operator": `cli:${Deno.env.get("USER") ?? "operator"}`,
-        "content-type": "application/json",
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    // No health probe before each request (a busy daemon could miss its timeout, and `logs -f`
+    // polls): a socket that does not connect is the sign that no daemon runs.
+    let r: Response;
+    try {
+      r = await s.fetch(`http://termada/api${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${auth}`,
+          "x-termada-operator": `cli:${Deno.env.get("USER") ?? "operator"}`,
+          "content-type": "application/json",
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw unreachable(err);
+    }
     if (!r.ok) {
       const json = await r.json().catch(() => ({})) as Record<string, unknown>;
       const e = json.error as { code?: string; message?: string; hint?: string } | undefined;
@@ -110,10 +128,44 @@ export function call(
   return request(p, method, path, body, async (r) => await r.json() as Record<string, unknown>);
 }
 
-const COMMON = { config: { type: "string" as const }, json: { type: "boolean" as const } };
+const COMMON = {
+  config: { type: "string" as const },
+  json: { type: "boolean" as const },
+  help: { type: "boolean" as const },
+};
+
+/** `termada <command> --help`. */
+const USAGE = {
+  pending: "Usage: termada pending [--json]\n" +
+    "The approval queue: commands the policy sent to an operator.\n",
+  approve: "Usage: termada approve ID [--reason TEXT] [--ticket ID] [--json]\n" +
+    "Approves a pending command (one vote where the policy needs a quorum). --ticket records\n" +
+    'a change ticket with the reason in the audit log: "[ticket ID] reason".\n',
+  deny: "Usage: termada deny ID [--reason TEXT] [--ticket ID] [--json]\n" +
+    "Denies a pending command; the agent gets the reason.\n",
+  stop: "Usage: termada stop [--barrier-ms MS] [--grace-ms MS] [--json]\n" +
+    "Kill switch: stops every running job, cancels pending approvals and refuses new commands\n" +
+    "until the barrier ends or termada resume.\n",
+  resume: "Usage: termada resume\nAdmits new commands again after termada stop.\n",
+  audit: "Usage: termada audit [-n N] [--json]\n" +
+    "       termada audit verify [--anchors] [--json] | audit anchor | audit resume\n" +
+    "The tamper-evident audit log: the last N records; verify checks the whole hash chain\n" +
+    "(works offline); anchor signs the head now; resume reopens a log stopped by a fault.\n",
+  dashboard: "Usage: termada dashboard [--open]\n" +
+    "Prints (or opens) the tokenized URL of the running daemon's dashboard.\n",
+  mission: "Usage: termada mission list [--status S] [--json] | show ID [--json]\n" +
+    "       termada mission report ID [--json] [--out FILE] | cancel ID [--reason TEXT]\n" +
+    "Missions of every agent: plan, runtime-verified steps, the evidence report.\n",
+} as const;
+
+async function usage(ctx: OperatorContext, command: keyof typeof USAGE): Promise<number> {
+  await ctx.out(USAGE[command]);
+  return 0;
+}
 
 export async function pendingCommand(args: string[], ctx: OperatorContext): Promise<number> {
-  const { values } = parseArgs({ args, options: COMMON });
+  const { values } = strictArgs("pending", args, COMMON, 0);
+  if (values.help) return await usage(ctx, "pending");
   const r = await call(await paths(values.config), "GET", "/approvals");
   const list = r.approvals as {
     approval_id: string;
@@ -135,24 +187,30 @@ export async function pendingCommand(args: string[], ctx: OperatorContext): Prom
 
 function decideCommand(approve: boolean) {
   return async (args: string[], ctx: OperatorContext): Promise<number> => {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: { ...COMMON, reason: { type: "string" } },
-    });
+    const command = approve ? "approve" : "deny";
+    const { values, positionals } = strictArgs(command, args, {
+      ...COMMON,
+      reason: { type: "string" },
+      ticket: { type: "string" },
+    }, 1);
+    if (values.help) return await usage(ctx, command);
     const id = positionals[0];
     if (!id) {
       throw new TermadaError(
         "INVALID_ARGUMENT",
-        `Which approval? termada ${approve ? "approve" : "deny"} <id> [--reason TEXT]`,
+        `Which approval? termada ${command} <id> [--reason TEXT] [--ticket ID]`,
       );
     }
+    // The ticket travels in the reason, so the audit record and the agent both carry it.
+    const reason = values.ticket === undefined
+      ? values.reason
+      : `[ticket ${values.ticket}]${values.reason === undefined ? "" : ` ${values.reason}`}`;
     const r = await call(
       await paths(values.config),
       "POST",
       `/approvals/${encodeURIComponent(id)}/${approve ? "approve" : "deny"}`,
       {
-        ...(values.reason === undefined ? {} : { reason: values.reason }),
+        ...(reason === undefined ? {} : { reason }),
       },
     );
     if (values.json) await ctx.out(JSON.stringify(r, null, 2) + "\n");
@@ -254,10 +312,12 @@ export const approveCommand = decideCommand(true);
 export const denyCommand = decideCommand(false);
 
 export async function stopCommand(args: string[], ctx: OperatorContext): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: { ...COMMON, "barrier-ms": { type: "string" }, "grace-ms": { type: "string" } },
-  });
+  const { values } = strictArgs("stop", args, {
+    ...COMMON,
+    "barrier-ms": { type: "string" },
+    "grace-ms": { type: "string" },
+  }, 0);
+  if (values.help) return await usage(ctx, "stop");
   const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
   const r = await call(await paths(values.config), "POST", "/stop", {
     ...(values["barrier-ms"] === undefined ? {} : { barrier_ms: num(values["barrier-ms"]) }),
@@ -275,7 +335,8 @@ export async function stopCommand(args: string[], ctx: OperatorContext): Promise
 }
 
 export async function resumeCommand(args: string[], ctx: OperatorContext): Promise<number> {
-  const { values } = parseArgs({ args, options: COMMON });
+  const { values } = strictArgs("resume", args, COMMON, 0);
+  if (values.help) return await usage(ctx, "resume");
   await call(await paths(values.config), "POST", "/resume", {});
   await ctx.out("Admissions resumed.\n");
   return 0;
@@ -286,11 +347,12 @@ export async function resumeCommand(args: string[], ctx: OperatorContext): Promi
  * (offline; --anchors also checks the signed anchors against the log).
  */
 export async function auditCommand(args: string[], ctx: OperatorContext): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { ...COMMON, n: { type: "string", short: "n" }, anchors: { type: "boolean" } },
-  });
+  const { values, positionals } = strictArgs("audit", args, {
+    ...COMMON,
+    n: { type: "string", short: "n" },
+    anchors: { type: "boolean" },
+  }, 1);
+  if (values.help) return await usage(ctx, "audit");
   const p = await paths(values.config);
   if (values.anchors && positionals[0] !== "verify") {
     throw new TermadaError("INVALID_ARGUMENT", 'Option "--anchors" belongs to audit verify', {
@@ -394,7 +456,8 @@ function anchorReport(a: AnchorVerifyResult): string {
 const OPEN_PAGE_MS = 5000;
 
 export async function dashboardCommand(args: string[], ctx: OperatorContext): Promise<number> {
-  const { values } = parseArgs({ args, options: { ...COMMON, open: { type: "boolean" } } });
+  const { values } = strictArgs("dashboard", args, { ...COMMON, open: { type: "boolean" } }, 0);
+  if (values.help) return await usage(ctx, "dashboard");
   const p = await paths(values.config);
   const status = await call(p, "GET", "/status");
   const port = status.port as number | undefined;
@@ -454,16 +517,13 @@ interface MissionLine {
  * [--reason TEXT]`: every agent's missions, for the operator.
  */
 export async function missionCommand(args: string[], ctx: OperatorContext): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      ...COMMON,
-      status: { type: "string" },
-      out: { type: "string", short: "o" },
-      reason: { type: "string" },
-    },
-  });
+  const { values, positionals } = strictArgs("mission", args, {
+    ...COMMON,
+    status: { type: "string" },
+    out: { type: "string", short: "o" },
+    reason: { type: "string" },
+  }, 2);
+  if (values.help) return await usage(ctx, "mission");
   const p = await paths(values.config);
   const [sub = "list", id] = positionals;
   const need = (): string => {

@@ -373,7 +373,7 @@ export class Daemon {
         abort.abort();
         await Promise.all(servers.map((s) => s.finished.catch(() => {})));
       });
-      const ref: { app?: TermadaApp } = {};
+      const ref: { app?: TermadaApp; daemon?: Daemon } = {};
       // TCP first: its port is needed by the Host check.
       const tcp = await listenTcp(
         bind,
@@ -428,6 +428,7 @@ export class Daemon {
           auditVerify: () => verifyAudit(auditDir),
           bus,
           port: tcp.port,
+          stopDaemon: () => void ref.daemon?.stop("stopped by an operator"),
           policy: () => ({
             default_policy: liveConfig.default_policy,
             policies: liveConfig.policies,
@@ -489,6 +490,7 @@ export class Daemon {
         missions,
         resources: { lock, abort, servers, mcpSocket, reclaimer, anchors },
       });
+      ref.daemon = d;
       if (runAs) {
         log.info("local sessions and jobs run as another user (security.run_as)", {
           user: runAs.user,

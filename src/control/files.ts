@@ -97,7 +97,7 @@ export class FileOps {
       const { action, real } = await this.#admit(owner, "file.read", w, path, ["read", path]);
       try {
         // Where the check found it leads: a symlink swapped after the check is not followed.
-        const r = await w.backend.read(real ?? path, {
+        const r = await w.backend.read(real, {
           offset: req.offset ?? 0,
           maxBytes: req.max_bytes ?? REMOTE_LIMITS.readPageBytes,
         });
@@ -166,7 +166,7 @@ export class FileOps {
         `${data.length} bytes`,
       ]);
       try {
-        const r = await w.backend.write(real ?? path, data, { mode });
+        const r = await w.backend.write(real, data, { mode });
         this.#o.gateway.actionDone(action, {
           ok: true,
           facts: {
@@ -206,7 +206,7 @@ export class FileOps {
     w: Where,
     path: string,
     summary: string[],
-  ): Promise<{ action: AdmittedAction; real: string | undefined }> {
+  ): Promise<{ action: AdmittedAction; real: string }> {
     const real = await reached(w.backend, kind, path);
     const subjects = [{ kind, target: w.target, path }];
     if (real !== undefined && real !== path) subjects.push({ kind, target: w.target, path: real });
@@ -217,6 +217,18 @@ export class FileOps {
       ? `"${path}" is part of Termada's own control plane (state, config, tokens, credentials` +
         `${kind === "file.write" ? ", code" : ""}) or a kernel view: never reachable by agents`
       : undefined;
+    if (real === undefined && !forbidden) {
+      // Nothing to decide by: the path (or its directory) is missing now. Going ahead by the
+      // lexical path would let a link created between this check and the access decide where
+      // it lands (a race the remote attack review found): the call fails here instead.
+      throw new TermadaError(
+        "NOT_FOUND",
+        kind === "file.read"
+          ? `Cannot read "${path}": it does not exist`
+          : `Cannot write "${path}": its directory does not exist`,
+        { hint: kind === "file.read" ? "Check the path" : "Create the directory first" },
+      );
+    }
     const action = await this.#o.gateway.admitAction(
       {
         owner,
@@ -228,7 +240,8 @@ export class FileOps {
       },
       (a, c) => this.#o.approvals.askAction(a, c),
     );
-    return { action, real };
+    // A forbidden path was refused above (the gateway denies it), so `real` is known here.
+    return { action, real: real! };
   }
 
   async #where(owner: string, sessionId: string | undefined): Promise<Where> {

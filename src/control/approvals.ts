@@ -525,15 +525,7 @@ export class ApprovalBook {
         expires_at: new Date(p.expiresAt).toISOString(),
         ...(p.rule === undefined ? {} : { rule: p.rule }),
         ...(p.exec ? { exec: { ...p.exec } } : {}),
-        requirements: {
-          quorum: p.requirements.quorum,
-          roles: [...p.requirements.roles],
-          mfa: p.requirements.mfa,
-          exclude_requester: p.requirements.exclude_requester,
-          ...(p.requirements.role_sets
-            ? { role_sets: p.requirements.role_sets.map((s) => [...s]) }
-            : {}),
-        },
+        requirements: storedRequirements(p.requirements),
         requester: p.requester,
         approvers: [...p.approvers],
       };

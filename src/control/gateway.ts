@@ -15,6 +15,7 @@ import {
   combineRequirements,
   describeSubject,
   ONE_OPERATOR,
+  RANK,
   requirementCovered,
 } from "../policy/mod.ts";
 import { APPROVED_WITH } from "./_approved.ts";
@@ -166,8 +167,6 @@ export function strictest(verdicts: readonly PolicyVerdict[]): PolicyVerdict {
   }
   return d.action === "confirm" && approval ? { ...d, approval } : d;
 }
-
-const RANK = { allow: 0, confirm: 1, deny: 2 } as const;
 
 /** A line an agent types into a program that reads commands (a shell, an interpreter). */
 export interface InputAdmission {

@@ -33,16 +33,13 @@ import {
   isReversible,
   NO_ALLOW_RULE,
   ONE_OPERATOR,
+  RANK,
   type ResourceKind,
   type ResourceRules,
   type ResourceSubject,
   ruleProgramNames,
 } from "../policy/mod.ts";
-import { fileIdentity } from "../sandbox/mod.ts";
-
-const RANK = { allow: 0, confirm: 1, deny: 2 } as const;
-
-const SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+import { fileIdentity, programDirs } from "../sandbox/mod.ts";
 
 /** sha256 → rule program names, for one policy. */
 function identityIndex(
@@ -50,9 +47,7 @@ function identityIndex(
   pathVar: string | undefined,
 ): Map<string, Set<string>> {
   const index = new Map<string, Set<string>>();
-  const dirs = [
-    ...new Set([...(pathVar ?? "").split(":").filter((d) => d.startsWith("/")), ...SYSTEM_DIRS]),
-  ];
+  const dirs = programDirs(pathVar);
   for (const name of names) {
     for (const dir of dirs) {
       const file = `${dir}/${name}`;

@@ -6,7 +6,7 @@
  * names resolve to (PATH and the usual system directories), hashed once per file identity.
  */
 import { basename } from "node:path";
-import { fileIdentity } from "../sandbox/mod.ts";
+import { fileIdentity, programDirs } from "../sandbox/mod.ts";
 
 /** Command names of programs that run what they read. */
 export const COMMAND_READER_NAMES: RegExp =
@@ -56,15 +56,13 @@ const NAMES = [
   "expect",
   "gdb",
 ];
-const SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
 
 let known: Set<string> | undefined;
 
 function knownInterpreters(): Set<string> {
   if (known) return known;
   known = new Set();
-  const path = Deno.env.get("PATH") ?? "";
-  const dirs = [...new Set([...path.split(":").filter((d) => d.startsWith("/")), ...SYSTEM_DIRS])];
+  const dirs = programDirs(Deno.env.get("PATH"));
   for (const name of NAMES) {
     for (const dir of dirs) {
       const id = fileIdentity(`${dir}/${name}`);

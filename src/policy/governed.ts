@@ -295,7 +295,8 @@ function coveredBy(
   return texts.every((t) => globs.some((gl) => matchTokens(gl, t))) ? allows[0] : undefined;
 }
 
-const RANK = { allow: 0, confirm: 1, deny: 2 } as const;
+/** How strict each answer is: a stricter one always wins. */
+export const RANK = { allow: 0, confirm: 1, deny: 2 } as const;
 
 /** Requirements that hold for both (the stricter of each). */
 export function combineRequirements(

@@ -43,6 +43,7 @@ export {
   isReversible,
   NO_ALLOW_RULE,
   ONE_OPERATOR,
+  RANK,
   requirementCovered,
   type Risk,
   roleSets,

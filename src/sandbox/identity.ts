@@ -122,3 +122,9 @@ export function shebang(head: Uint8Array): { interpreter: string; arg?: string }
   const arg = line.slice(sp + 1).trim();
   return { interpreter: line.slice(0, sp), ...(arg ? { arg } : {}) };
 }
+
+/** Where program names are looked up: `PATH`'s absolute entries, then the usual system dirs. */
+export function programDirs(pathVar: string | undefined): string[] {
+  const system = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+  return [...new Set([...(pathVar ?? "").split(":").filter((d) => d.startsWith("/")), ...system])];
+}

@@ -22,7 +22,7 @@ export {
   GATE_LIMITS,
   type GateStats,
 } from "./gate.ts";
-export { type FileIdentity, fileIdentity } from "./identity.ts";
+export { type FileIdentity, fileIdentity, programDirs } from "./identity.ts";
 export { runLauncher } from "./launcher_main.ts";
 export { runAsForDaemon, type RunAsSpec, type RunAsUser } from "./run_as.ts";
 export { nowTicks, ProcessScope } from "./scope.ts";

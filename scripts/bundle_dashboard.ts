@@ -18,6 +18,10 @@ async function main(): Promise<number> {
         "--quiet",
         "--config",
         `${ROOT}deno.json`,
+        // Preact and xterm.js are dashboard-build packages: they live in the dev import map and
+        // lock, so a first start of the daemon does not download them.
+        `--import-map=${ROOT}imports.dev.json`,
+        `--lock=${ROOT}deno.dev.lock`,
         "--platform",
         "browser",
         "--minify",

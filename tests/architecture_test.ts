@@ -27,6 +27,12 @@ const ALLOWED: Record<string, string[]> = {
   remote: ["shared", "config", "engine", "pty", "shell"],
   // Identity trust, budgets and anchors (src/governance): durable state through the store only.
   governance: ["shared", "wire", "store", "audit"],
+  // Content-addressed directory snapshots (src/snapshot): files only, no knowledge of who asks.
+  snapshot: ["shared"],
+  // Desktop and Telegram notifications (src/notify): the caller maps events and injects redaction.
+  notify: ["shared"],
+  // Release assets, verified download and atomic self-replace (src/update).
+  update: ["shared"],
   control: [
     "shared",
     "wire",
@@ -62,7 +68,7 @@ const ALLOWED: Record<string, string[]> = {
     "vault",
     "governance",
   ],
-  cli: ["shared", "wire", "config", "audit", "client", "daemon", "vault", "governance"],
+  cli: ["shared", "wire", "config", "audit", "client", "daemon", "vault", "governance", "update"],
 };
 
 /** The edges: what agents and operators talk to. None of them may import the engine. */
@@ -156,4 +162,26 @@ Deno.test("the dashboard imports types only from the wire contract (and its zod-
     }
   }
   assert.deepEqual(problems, []);
+});
+
+Deno.test("the daemon's import map and lock hold only what it runs; dev packages are apart, at the same versions", () => {
+  const read = (f: string) => JSON.parse(Deno.readTextFileSync(`${ROOT}${f}`));
+  const daemon = read("deno.json").imports as Record<string, string>;
+  const dev = read("imports.dev.json").imports as Record<string, string>;
+  for (const [k, v] of Object.entries(daemon)) assert.equal(dev[k], v, `imports.dev.json "${k}"`);
+  const devOnly = Object.keys(dev).filter((k) => !(k in daemon));
+  assert.ok(devOnly.includes("puppeteer-core") && devOnly.includes("preact"), "dev-only packages");
+  // What the binary runs (mod.ts, src/, ffi/) never imports a dev-only package.
+  const runtime = [`${ROOT}mod.ts`, ...sources(`${ROOT}src`), ...sources(`${ROOT}ffi`)];
+  for (const { file, spec } of runtime.flatMap(imports)) {
+    const hit = devOnly.find((k) => spec === k || (k.endsWith("/") && spec.startsWith(k)));
+    assert.equal(hit, undefined, `${file.slice(ROOT.length)} imports dev-only "${spec}"`);
+  }
+  // Every package the daemon's lock pins is pinned identically in the dev lock, so the tests
+  // run the versions a first start downloads.
+  const lock = read("deno.lock").npm as Record<string, { integrity?: string }>;
+  const devLock = read("deno.dev.lock").npm as Record<string, { integrity?: string }>;
+  for (const [name, entry] of Object.entries(lock)) {
+    assert.equal(devLock[name]?.integrity, entry.integrity, `deno.dev.lock "${name}"`);
+  }
 });

@@ -9,7 +9,6 @@ import assert from "node:assert/strict";
 import { ROOT } from "./_daemon.ts";
 import {
   DENO,
-  DENO_ARGS,
   denoDir,
   initializeRequest,
   ok,
@@ -25,12 +24,10 @@ const CLAUDE_INSTALL_HINT =
   "run the dev-tools install: npm install --prefix .tools @anthropic-ai/claude-code@2.1.197";
 
 /**
- * Deno's own cache. With a fresh HOME, Deno would look for its npm packages under
- * `$HOME/.cache/deno` and try to download them; a real user's HOME has them. The launcher
- * points Deno at the cache this test run uses, which changes nothing about Termada.
+ * The launcher is the one `deno task install` writes. With a fresh HOME, Deno would look for its
+ * npm packages under `$HOME/.cache/deno` and download them; a real user's HOME has them, so the
+ * install keeps the cache this test run uses (DENO_DIR), which changes nothing about Termada.
  */
-const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
-
 interface FirstRun extends AsyncDisposable {
   /** The empty HOME. */
   home: string;
@@ -48,14 +45,26 @@ async function firstRun(): Promise<FirstRun> {
   const home = await Deno.realPath(await Deno.makeTempDir({ prefix: "termada-firstrun-home-" }));
   const bin = await Deno.makeTempDir({ prefix: "termada-firstrun-bin-" });
   const cwd = await Deno.realPath(await Deno.makeTempDir({ prefix: "termada-firstrun-cwd-" }));
-  const launcher = `${bin}/termada`;
-  await Deno.writeTextFile(
-    launcher,
-    `#!/bin/sh\nexport DENO_DIR=${shellQuote(await denoDir())}\nexec ${
-      [DENO, ...DENO_ARGS].map(shellQuote).join(" ")
-    } "$@"\n`,
-  );
-  await Deno.chmod(launcher, 0o755);
+  // The README's one-command install (deno task install → scripts/install.ts) writes the
+  // launcher; the bin directory is not on PATH yet, so it must print the line to add.
+  const install = await new Deno.Command(DENO, {
+    args: ["task", "--quiet", "--config", `${ROOT}deno.json`, "install"],
+    env: {
+      HOME: home,
+      PATH: "/usr/local/bin:/usr/bin:/bin",
+      TERMADA_BIN_DIR: bin,
+      DENO_DIR: await denoDir(),
+      NO_COLOR: "1",
+    },
+    clearEnv: true,
+    cwd,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const said = new TextDecoder().decode(install.stderr);
+  assert.equal(install.code, 0, `deno task install: ${said}`);
+  assert.ok(said.includes(`export PATH="${bin}:$PATH"`), `the PATH line is printed: ${said}`);
+  assert.equal(Deno.statSync(`${bin}/termada`).mode! & 0o777, 0o755);
   const state = `${home}/.local/state/termada`;
   return {
     home,

@@ -18,7 +18,6 @@ import {
   engineOptionsFrom,
   ensureStateDirs,
   loadConfig,
-  parseBind,
   resolvePaths,
   type TermadaPaths,
 } from "../config/mod.ts";
@@ -37,13 +36,12 @@ import {
   randomHex,
   setLogFile,
   setLogLevel,
-  TermadaError,
 } from "../shared/mod.ts";
 import { Store } from "../store/mod.ts";
 import { agentDirectory } from "./agents.ts";
 import { AnchorService } from "../governance/mod.ts";
 import { jwtVerifiers, operatorIdentity, refusalAuditor, reloadPolicy } from "./governance.ts";
-import { listenTcp, listenUnix, PREFERRED_PORT, type TcpBind } from "./listeners.ts";
+import { listenTcp, listenUnix, tcpBind } from "./listeners.ts";
 import { acquireLock, releaseLock, removeDaemonInfo, writeDaemonInfo } from "./lock.ts";
 import { listenMcpSocket, type McpSocket } from "./mcp_socket.ts";
 import { loadShellParser } from "../policy/mod.ts";
@@ -141,7 +139,7 @@ export class Daemon {
     const config = loaded.config;
     if (!options.logLevelSet) setLogLevel(config.log.level);
     const paths = effectivePaths(basePaths, config);
-    const bind = tcpBind(options.bind ?? config.server.bind);
+    const bind = tcpBind(options.bind ?? config.server.bind, options.env);
     // security.run_as: an unknown user, or a daemon that cannot become it, stops the start here.
     const runAs = config.security.run_as
       ? runAsForDaemon(config.security.run_as, { where: `Config "${loaded.path}"` })
@@ -467,7 +465,15 @@ export class Daemon {
       });
       // Closed first on stop (before the engine), so no agent call races the shutdown.
       cleanups.push(() => mcpSocket.close());
-      const host = bind.hostname.includes(":") ? `[${bind.hostname}]` : bind.hostname;
+      // In a container's own network namespace the published port is reached as 127.0.0.1.
+      const shown = bind.hostname === "0.0.0.0" ? "127.0.0.1" : bind.hostname;
+      const host = shown.includes(":") ? `[${shown}]` : shown;
+      if (shown !== bind.hostname) {
+        log.warn("listening on every interface of this container's network namespace", {
+          bind: `${bind.hostname}:${tcp.port}`,
+          publish: `-p 127.0.0.1:${tcp.port}:${tcp.port}`,
+        });
+      }
       writeDaemonInfo(paths.infoFile, {
         pid: Deno.pid,
         version: options.version,
@@ -485,7 +491,7 @@ export class Daemon {
         port: tcp.port,
         token,
         app,
-        host: bind.hostname,
+        host: shown,
         audit,
         missions,
         resources: { lock, abort, servers, mcpSocket, reclaimer, anchors },
@@ -580,20 +586,6 @@ export class Daemon {
       log.info("daemon stopped");
     })();
   }
-}
-
-/** `--bind` / `server.bind`, or the default: 127.0.0.1:7717 if free, else any free port. */
-function tcpBind(value: string | null): TcpBind {
-  if (value === null) return { hostname: "127.0.0.1", port: PREFERRED_PORT, explicit: false };
-  const b = parseBind(value);
-  if (!b) {
-    throw new TermadaError(
-      "INVALID_ARGUMENT",
-      `Cannot listen on "${value}": not a loopback HOST:PORT`,
-      { hint: "Use 127.0.0.1:PORT (or [::1]:PORT); Termada never listens beyond this machine" },
-    );
-  }
-  return { ...b, explicit: true };
 }
 
 /** Removes every session scratch directory below `dir` (left by a daemon that died). */

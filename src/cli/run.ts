@@ -6,26 +6,35 @@
  * runs. It acts as agent `cli` (development mode) or as the agent of `--token` /
  * `TERMADA_AGENT_TOKEN`.
  */
-import { parseArgs } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { connectMcp, daemonSocket, readSocketKey, SocketClientTransport } from "../client/mod.ts";
 import { type ErrorCode, TermadaError } from "../shared/mod.ts";
 import { selfCommand } from "./serve.ts";
+import { strictArgs } from "./_args.ts";
+
+const USAGE =
+  "Usage: termada run [--shell bash|zsh|sh] [--cwd DIR] [--timeout MS] [--background]\n" +
+  "                   [--config FILE] [--agent ID] -- COMMAND [ARGS…]\n" +
+  "Runs one command through the daemon (the same gate, policy, approvals and audit as an\n" +
+  "agent's) in a fresh session, prints the exec_run result as JSON and exits with the\n" +
+  'command\'s code. One word is a shell command line ("ls | wc -l"); more are passed exactly.\n' +
+  "Put the command after -- when it has options of its own.\n";
 
 export async function runCommand(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      shell: { type: "string" },
-      cwd: { type: "string" },
-      timeout: { type: "string" },
-      background: { type: "boolean" },
-      config: { type: "string" },
-      agent: { type: "string" },
-      token: { type: "string" },
-    },
-  });
+  const { values, positionals } = strictArgs("run", args, {
+    shell: { type: "string" },
+    cwd: { type: "string" },
+    timeout: { type: "string" },
+    background: { type: "boolean" },
+    config: { type: "string" },
+    agent: { type: "string" },
+    token: { type: "string" },
+    help: { type: "boolean", short: "h" },
+  }, Number.MAX_SAFE_INTEGER);
+  if (values.help) {
+    await Deno.stdout.write(new TextEncoder().encode(USAGE));
+    return 0;
+  }
   if (positionals.length === 0) {
     throw new TermadaError("INVALID_ARGUMENT", "Nothing to run", {
       hint: "termada run [--shell bash|zsh|sh] [--cwd DIR] [--timeout MS] -- COMMAND [ARGS…]",

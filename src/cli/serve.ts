@@ -2,8 +2,15 @@
  * `termada serve`: run the daemon in the foreground (Ctrl-C / SIGTERM stop it gracefully).
  * `termada serve --stdio`: the MCP stdio bridge a client launches; starts the daemon if needed.
  */
-import { parseArgs } from "node:util";
 import { setLogFile, setLogLevel, TermadaError } from "../shared/mod.ts";
+import { strictArgs } from "./_args.ts";
+
+const USAGE = "Usage: termada serve [--bind 127.0.0.1:PORT] [--config FILE] [--log-file FILE]\n" +
+  "                     [--log-level debug|info|warn|error]\n" +
+  "       termada serve --stdio [--agent ID | --token-file FILE] [--config FILE]\n" +
+  "The daemon in the foreground (Ctrl-C or SIGTERM stop it), or with --stdio the MCP bridge an\n" +
+  "agent's client launches: it relays to the running daemon and starts one when none runs.\n" +
+  "Agent tokens: TERMADA_AGENT_TOKEN or --token-file (never --token: argv is visible to all).\n";
 
 export interface ServeContext {
   version: string;
@@ -49,19 +56,21 @@ async function tokenFile(path: string): Promise<string> {
 }
 
 export async function serveCommand(args: string[], ctx: ServeContext): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      stdio: { type: "boolean" },
-      bind: { type: "string" },
-      config: { type: "string" },
-      agent: { type: "string" },
-      token: { type: "string" },
-      "token-file": { type: "string" },
-      "log-file": { type: "string" },
-      "log-level": { type: "string" },
-    },
-  });
+  const { values } = strictArgs("serve", args, {
+    stdio: { type: "boolean" },
+    bind: { type: "string" },
+    config: { type: "string" },
+    agent: { type: "string" },
+    token: { type: "string" },
+    "token-file": { type: "string" },
+    "log-file": { type: "string" },
+    "log-level": { type: "string" },
+    help: { type: "boolean", short: "h" },
+  }, 0);
+  if (values.help) {
+    await Deno.stdout.write(new TextEncoder().encode(USAGE));
+    return 0;
+  }
   const env = Deno.env.toObject();
   const level = values["log-level"] ?? env.TERMADA_LOG_LEVEL;
   if (level === "debug" || level === "info" || level === "warn" || level === "error") {

@@ -12,7 +12,7 @@ const ALLOWED: Record<string, string[]> = {
   wire: ["shared"],
   paths: ["shared"],
   ipc: ["shared"],
-  config: ["shared", "paths"],
+  config: ["shared", "paths", "notify"],
   audit: ["shared"],
   store: ["shared", "wire"],
   output: ["shared"],
@@ -67,6 +67,7 @@ const ALLOWED: Record<string, string[]> = {
     "api",
     "vault",
     "governance",
+    "notify",
   ],
   cli: ["shared", "wire", "config", "audit", "client", "daemon", "vault", "governance", "update"],
 };

@@ -6,6 +6,7 @@
 import { basename, dirname } from "node:path";
 import { z } from "zod";
 import { compileRegex } from "../shared/mod.ts";
+import { NotificationsConfig } from "../notify/mod.ts";
 import { MAX_SOCKET_PATH_BYTES, mcpSocketBeside, type TermadaPaths } from "../paths/mod.ts";
 import {
   AgentJwtTrust,
@@ -412,6 +413,8 @@ export const Config = z.strictObject({
   servers: section(Servers.default([])),
   remote: section(Remote.prefault({})),
   audit: section(z.strictObject({ anchors: section(Anchors.prefault({})) }).prefault({})),
+  /** Desktop and Telegram notifications (docs/NOTIFICATIONS.md). */
+  notifications: section(NotificationsConfig.prefault({})),
 }).superRefine((config, ctx) => {
   const known = Object.keys(config.policies);
   const missing = (name: string) =>

@@ -51,6 +51,16 @@ Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
     servers: [],
     remote: { connect_timeout_ms: 8000, keepalive_ms: 15_000, reconnect_attempts: 8 },
     audit: { anchors: { every_s: 300, receivers: [] } },
+    notifications: {
+      desktop: { enabled: false, urgency: "auto", timeout_ms: 5000 },
+      telegram: { enabled: false, api_base: "https://api.telegram.org", timeout_ms: 10000 },
+      events: ["stop_all", "approval_pending", "input_needed", "job_failed"],
+      failures: { statuses: ["failed", "timed_out", "killed"], nonzero_exit: false },
+      rate: { per_minute: 20, burst: 5 },
+      coalesce_ms: 2000,
+      queue_size: 256,
+      max_retries: 6,
+    },
   });
   assert.ok(Object.isFrozen(DEFAULT_CONFIG.sessions));
 });

@@ -80,6 +80,7 @@ export class Control {
   readonly #trail: Trail;
   readonly #approvals: ApprovalBook;
   readonly #gateway: Gateway;
+  readonly #bus: EventBus | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(o: ControlOptions) {
@@ -93,6 +94,7 @@ export class Control {
     this.limits = engine.limits;
     this.output = engine.output;
     this.recorder = new Recorder(o.audit, o.bus);
+    this.#bus = o.bus;
     this.#trail = new Trail({
       store: o.store,
       recorder: this.recorder,
@@ -207,19 +209,38 @@ export class Control {
     })();
   }
 
-  /** Types the policy's standing answers when the job waits at a matching prompt. */
+  /**
+   * Types the policy's standing answers when the job waits at a matching prompt; when none
+   * answers, says once per wait on the bus that a person or the agent must
+   * (`job.awaiting_input`: notifications, the dashboard). The prompt text is never in it.
+   */
   #autoAnswer(job: Job): void {
     let answered = 0;
     let busy = false;
+    let waiting = false;
+    const needsInput = () =>
+      this.#bus?.publish("job.awaiting_input", {
+        job_id: job.id,
+        session_id: job.sessionId,
+        owner: job.owner,
+        command: [...job.command],
+        ...(job.inputReader ? { reader: job.inputReader } : {}),
+      });
     job.onChange(() => {
-      if (job.status !== "awaiting_input" || busy || answered >= MAX_AUTO_ANSWERS) return;
+      if (job.status !== "awaiting_input") {
+        waiting = false;
+        return;
+      }
+      if (busy || waiting) return;
+      waiting = true;
+      if (answered >= MAX_AUTO_ANSWERS) return void needsInput();
       let answer: string | undefined;
       try {
         answer = this.#gateway.autoAnswer(job, job.prompt ?? "");
       } catch {
-        return; // the answer could not be recorded (audit down): the agent answers itself
+        return void needsInput(); // not recorded (audit down): the agent answers itself
       }
-      if (answer === undefined) return;
+      if (answer === undefined) return void needsInput();
       let target;
       try {
         target = this.#engine.jobs.inputTarget(job);
@@ -228,6 +249,7 @@ export class Control {
       }
       busy = true;
       answered++;
+      waiting = false; // the answer ends this wait; another prompt is a new one
       job.autoAnswering = true;
       target.write(answer + "\r").catch((err) =>
         log.warn("could not type an automatic answer", { job: job.id, error: err })

@@ -338,6 +338,24 @@ export class VaultOps {
     return { kind: info.kind, value };
   }
 
+  /**
+   * The bot token of `notifications.telegram.bot_token_vault` (the operator configured it: no
+   * agent policy). VAULT_LOCKED while locked (the message is retried); NOT_FOUND when gone.
+   */
+  notificationToken(entry: string): string {
+    const v = this.#unlockedVault(`notifications use vault entry "${entry}"`);
+    const value = v.value(entry);
+    if (value === undefined) {
+      throw new TermadaError(
+        "NOT_FOUND",
+        `notifications.telegram names vault entry "${entry}", which does not exist`,
+        { details: { key: entry }, hint: `termada vault set ${entry}` },
+      );
+    }
+    this.#mustMask(entry, value);
+    return new TextDecoder().decode(value).trim();
+  }
+
   /** Ends the worker (daemon shutdown); the key is forgotten. */
   async close(): Promise<void> {
     this.#open?.lock();

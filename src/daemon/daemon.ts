@@ -29,6 +29,7 @@ import { type Reclaimer, startReclaimer } from "./reclaim.ts";
 import { MissionService } from "../mission/mod.ts";
 import { Redactor, SecretSet } from "../output/mod.ts";
 import { VaultFile } from "../vault/mod.ts";
+import { createNotifier, notificationsFromBus } from "../notify/mod.ts";
 import {
   compileRegex,
   EventBus,
@@ -84,6 +85,8 @@ interface Resources {
   mcpSocket: McpSocket;
   reclaimer: Reclaimer;
   anchors: AnchorService;
+  /** The notifier's bus subscription, queues and timers. */
+  notifications: { close(): Promise<void> };
 }
 
 export class Daemon {
@@ -213,6 +216,9 @@ export class Daemon {
       for (const t of [config.security.agent_jwt, config.security.operator_jwt]) {
         if (t?.jwks_file) settings.sandbox.hide.push(t.jwks_file);
       }
+      // The notification bot's token: a credential no session may read.
+      const botTokenFile = config.notifications.telegram.bot_token_file;
+      if (botTokenFile) settings.sandbox.hide.push(botTokenFile);
       const runAsDirs = runAs ? runAsSessionsDir(paths.stateDir) : undefined;
       if (runAsDirs) {
         ensureSharedDir(runAsDirs);
@@ -317,6 +323,23 @@ export class Daemon {
         },
       });
       serverCredential = (server, entry) => control.vault!.serverCredential(server, entry);
+      // Approvals waiting, input needed, failures and stop-all, to a person's desktop or
+      // Telegram: from the bus, redacted, never blocking the daemon (docs/NOTIFICATIONS.md).
+      const notifier = createNotifier(config.notifications, {
+        redact,
+        vaultToken: (entry) => Promise.resolve(control.vault!.notificationToken(entry)),
+      });
+      const offNotify = notificationsFromBus(bus, notifier, {
+        failureStatuses: config.notifications.failures.statuses,
+        nonzeroExit: config.notifications.failures.nonzero_exit,
+      });
+      const notifications = {
+        async close() {
+          offNotify();
+          await notifier.close();
+        },
+      };
+      cleanups.push(() => notifications.close());
       hostKeyRecorded = async (e) => {
         await control.recorder.intent(SYSTEM, "host_key.recorded", { ...e });
       };
@@ -494,7 +517,7 @@ export class Daemon {
         host: shown,
         audit,
         missions,
-        resources: { lock, abort, servers, mcpSocket, reclaimer, anchors },
+        resources: { lock, abort, servers, mcpSocket, reclaimer, anchors, notifications },
       });
       ref.daemon = d;
       if (runAs) {
@@ -565,6 +588,7 @@ export class Daemon {
       });
       await step("engine", () => this.control.shutdown());
       await step("missions", () => this.missions.close());
+      await step("notifications", () => r.notifications.close());
       await step(
         "stop record",
         () => this.control.recorder.record(SYSTEM, "daemon.stopped", { reason }),

@@ -12,6 +12,17 @@ import {
   termada,
   termadaEnv,
 } from "./_daemon.ts";
+import { COMMAND_NAMES } from "../src/cli/mod.ts";
+
+/** Runs `f` over `items`, at most `n` at a time (each item spawns a Deno). */
+async function pool<T>(items: T[], n: number, f: (item: T) => Promise<void>): Promise<void> {
+  const queue = [...items];
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await f(item);
+    }),
+  );
+}
 
 async function until(what: string, f: () => Promise<boolean>, ms = 10_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -127,30 +138,17 @@ Deno.test("logs -f follows a job's output until it ends, and jobs -f re-lists as
 Deno.test("every operator command has --help, and an unknown flag is a usage error naming it", async () => {
   const home = await tempHome();
   try {
-    const commands = [
-      ["status"],
-      ["jobs"],
-      ["sessions"],
-      ["logs"],
-      ["kill"],
-      ["daemon"],
-      ["pending"],
-      ["approve"],
-      ["deny"],
-      ["stop"],
-      ["resume"],
-      ["audit"],
-      ["dashboard"],
-      ["mission"],
-    ];
-    await Promise.all(commands.map(async ([name]) => {
+    // Every command of the CLI's table, so a new one cannot skip this.
+    const commands = COMMAND_NAMES.filter((n) => n !== "help").map((n) => [n]);
+    assert.ok(commands.length >= 28, commands.join(" "));
+    await pool(commands, 4, async ([name]) => {
       const h = await termada(home, [name!, "--help"]);
       assert.equal(h.code, 0, `${name} --help: ${h.stderr}`);
       assert.match(h.stdout, new RegExp(`^Usage: termada ${name}`), name);
       const bad = await termada(home, [name!, "--frobnicate"]);
       assert.equal(bad.code, 2, `${name} --frobnicate`);
       assert.match(bad.stderr, /INVALID_ARGUMENT: Unknown option "--frobnicate"/, name);
-    }));
+    });
     const extra = await termada(home, ["status", "extra"]);
     assert.equal(extra.code, 2);
     assert.match(extra.stderr, /Unexpected argument "extra"/);

@@ -48,6 +48,17 @@ Usage:
       see. Values come from stdin or a hidden prompt, never from the command line.
   termada dashboard [--open]
       Print (or open) the tokenized URL of the live dashboard.
+  termada top
+      A live full-screen view: sessions, jobs, approvals, activity; keys to kill, approve,
+      deny and stop all (a plain listing when stdout is not a terminal).
+  termada snapshot create DIR | list | show ID | restore ID [--delete-extra] | rm ID
+      Content-addressed copies of a directory; restore is atomic per file and undoable.
+  termada setup [--dry-run] | doctor | service install|uninstall|status
+      Add Termada to Claude Code, Codex and Cursor; check this machine (PTY, exec gate,
+      cgroups, state permissions, config, port, audit chain…); run the daemon as a user service.
+  termada update [--check] [--version V] [--force] [--require-signature]
+      Replace this binary with a verified newer release (SHA-256, Ed25519 when signed);
+      refuses while jobs run unless --force (docs/INSTALL.md).
   termada version
   termada help | termada COMMAND --help
 
@@ -82,13 +93,30 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   vault: async (a) => (await import("./vault.ts")).vaultCommand(a, OUT),
   unlock: async (a) => (await import("./vault.ts")).unlockCommand(a, OUT),
   lock: async (a) => (await import("./vault.ts")).lockCommand(a, OUT),
+  top: async (a) => (await import("./top.ts")).topCommand(a, OUT),
+  setup: async (a) => (await import("./setup.ts")).setupCommand(a, OUT),
+  doctor: async (a) => (await import("./doctor.ts")).doctorCommand(a, OUT),
+  service: async (a) => (await import("./service.ts")).serviceCommand(a, OUT),
+  update: async (a) => (await import("./update.ts")).updateCommand(a, OUT),
   serve: async (args) =>
     (await import("./serve.ts")).serveCommand(args, {
       version: VERSION,
       print: (t) => void write(Deno.stderr, t),
     }),
-  version: async () => {
-    await write(Deno.stdout, `termada ${VERSION}\n`);
+  version: async (a) => {
+    const { strictArgs } = await import("./_args.ts");
+    const { values } = strictArgs("version", a, {
+      json: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    }, 0);
+    if (values.help) {
+      await write(Deno.stdout, "Usage: termada version [--json]\nThis program's version.\n");
+      return 0;
+    }
+    await write(
+      Deno.stdout,
+      values.json ? JSON.stringify({ version: VERSION }) + "\n" : `termada ${VERSION}\n`,
+    );
     return 0;
   },
   help: async () => {
@@ -96,6 +124,9 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
     return 0;
   },
 };
+
+/** Every command `termada` knows (the tests hold each to --help and strict flags). */
+export const COMMAND_NAMES: readonly string[] = Object.keys(COMMANDS);
 
 async function write(to: { write(p: Uint8Array): Promise<number> }, text: string): Promise<void> {
   const bytes = new TextEncoder().encode(text);

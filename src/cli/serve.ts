@@ -21,7 +21,10 @@ export interface ServeContext {
 /** The command that starts this same program as a daemon (compiled binary or `deno run`). */
 export function selfCommand(extra: string[]): { program: string; args: string[] } {
   const exe = Deno.execPath();
-  const main = Deno.mainModule;
+  // A path, not a file:// URL: it ends up in clients' configs and service units.
+  const main = Deno.mainModule.startsWith("file://")
+    ? decodeURIComponent(new URL(Deno.mainModule).pathname)
+    : Deno.mainModule;
   const isDeno = /(^|\/)deno(\.exe)?$/.test(exe);
   if (!isDeno) return { program: exe, args: extra };
   const config = new URL("../../deno.json", import.meta.url).pathname;

@@ -196,6 +196,14 @@ export class Control {
     return this.#approvals.pending();
   }
 
+  /** The output bytes so far of every active job (the daemon's 1 Hz `jobs.output` event). */
+  outputTotals(): { job_id: string; output_bytes: number }[] {
+    return this.#engine.registry.activeJobs().map((j) => ({
+      job_id: j.id,
+      output_bytes: j.buffer.totalBytes,
+    }));
+  }
+
   /** Ends every session and job, stops timers. Idempotent. */
   shutdown(): Promise<void> {
     return this.#closing ??= (async () => {

@@ -30,6 +30,7 @@ import { MissionService } from "../mission/mod.ts";
 import { Redactor, SecretSet } from "../output/mod.ts";
 import { VaultFile } from "../vault/mod.ts";
 import { createNotifier, notificationsFromBus } from "../notify/mod.ts";
+import { type OutputProgress, startOutputProgress } from "./progress.ts";
 import {
   compileRegex,
   EventBus,
@@ -85,6 +86,7 @@ interface Resources {
   mcpSocket: McpSocket;
   reclaimer: Reclaimer;
   anchors: AnchorService;
+  progress: OutputProgress;
   /** The notifier's bus subscription, queues and timers. */
   notifications: { close(): Promise<void> };
 }
@@ -384,6 +386,8 @@ export class Daemon {
       cleanups.push(() => missions.close());
       const reclaimer = startReclaimer(bus);
       cleanups.push(() => reclaimer.stop());
+      const progress = startOutputProgress(bus, () => control.outputTotals());
+      cleanups.push(() => progress.stop());
       const interrupted = missions.recover("the daemon restarted: the mission's terminal is gone");
       if (interrupted.length > 0) log.warn("missions interrupted", { missions: interrupted });
 
@@ -517,7 +521,16 @@ export class Daemon {
         host: shown,
         audit,
         missions,
-        resources: { lock, abort, servers, mcpSocket, reclaimer, anchors, notifications },
+        resources: {
+          lock,
+          abort,
+          servers,
+          mcpSocket,
+          reclaimer,
+          progress,
+          anchors,
+          notifications,
+        },
       });
       ref.daemon = d;
       if (runAs) {
@@ -580,6 +593,7 @@ export class Daemon {
         }
       };
       r.reclaimer.stop();
+      r.progress.stop();
       await step("MCP socket", () => r.mcpSocket.close());
       await step("MCP sessions", () => this.#app.close());
       await step("listeners", async () => {

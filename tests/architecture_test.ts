@@ -44,6 +44,7 @@ const ALLOWED: Record<string, string[]> = {
     "remote",
     "vault",
     "governance",
+    "snapshot",
   ],
   mission: ["shared", "wire", "control", "store", "audit", "shell"],
   mcp: ["shared", "wire", "control", "mission"],

@@ -954,6 +954,55 @@ const TOOL_CASES: Record<string, ToolSpec> = {
       }),
     ],
   },
+
+  snapshot_create: {
+    minimal: { path: "/nonexistent-termada" },
+    cases: [
+      okCase("snapshots a directory relative to the session's cwd, and lists it", async (fx) => {
+        await Deno.mkdir(`${fx.work}/snap/sub`, { recursive: true });
+        await Deno.writeTextFile(`${fx.work}/snap/sub/a.txt`, "hello\n");
+        const s = await ok(fx.c, "session_create", { cwd: fx.work });
+        fx.defer(() =>
+          fx.c.callTool({ name: "session_close", arguments: { session_id: s.session_id } })
+        );
+        const r = await ok(fx.c, "snapshot_create", {
+          path: "snap",
+          session_id: s.session_id,
+          label: "conformance",
+        });
+        assert.match(str(r.snapshot_id, "snapshot_id"), /^snap_/);
+        assert.equal(r.dir, `${fx.work}/snap`);
+        assert.equal(r.files, 1);
+        const l = await ok(fx.c, "snapshot_list", { path: `${fx.work}/snap` });
+        const ids = (l.snapshots as Structured[]).map((x) => x.snapshot_id);
+        assert.ok(ids.includes(r.snapshot_id), JSON.stringify(l));
+      }),
+      errArgs("snapshot_create", "NOT_FOUND", "a missing directory", {
+        path: "/nonexistent-termada/x",
+      }),
+      errArgs("snapshot_create", "INVALID_ARGUMENT", "a file, not a directory", {
+        path: "/etc/hostname",
+      }),
+      errArgs("snapshot_create", "NOT_FOUND", "an unknown session", { session: FAKE.session }),
+      errArgs("snapshot_create", "INVALID_ARGUMENT", "too many excludes", {
+        path: "/nonexistent-termada",
+        excludes: Array.from({ length: 65 }, (_, i) => `x${i}`),
+      }),
+    ],
+  },
+
+  snapshot_list: {
+    minimal: {},
+    cases: [
+      okCase("lists the caller's snapshots only", async (fx) => {
+        const l = await ok(fx.c, "snapshot_list", {});
+        for (const s of l.snapshots as Structured[]) {
+          assert.equal(s.created_by, "agent:conformance");
+        }
+      }),
+      errArgs("snapshot_list", "INVALID_ARGUMENT", "a path with NUL", { path: "a\u0000b" }),
+    ],
+  },
 };
 
 /** Added to every tool: an unknown key next to valid input is INVALID_ARGUMENT naming it. */

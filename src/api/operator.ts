@@ -23,9 +23,16 @@ import {
   type OperatorKillResult,
   type OperatorServerList,
   type OperatorSessionList,
+  OperatorSnapshotCreateInput,
   OperatorTypeInput,
   ResizeInput,
   ServerAddInput,
+  type SnapshotCreateResult,
+  type SnapshotDetail,
+  SnapshotIdParam,
+  type SnapshotList,
+  SnapshotRestoreInput,
+  type SnapshotRestoreResult,
   StopInput,
   type StopResult,
   VaultEntryName,
@@ -84,6 +91,7 @@ const ReconcileInput = z.strictObject({
   state: z.enum(["succeeded", "failed"]),
   note: z.string().min(1).max(1000),
 });
+const SnapshotsQuery = z.strictObject({ dir: z.string().min(1).max(4096).optional() });
 const JobsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(1000).optional() });
 const AuditQuery = z.strictObject({ n: z.coerce.number().int().min(1).max(10_000).optional() });
 const ReportQuery = z.strictObject({ format: z.enum(["markdown", "json"]).optional() });
@@ -221,6 +229,44 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
     }
     return c.json({ ok: true, name: c.req.param("name") });
   });
+  // ── snapshots (src/control/snapshots.ts; docs/SNAPSHOTS.md) ──
+  const snapshotId = (c: { req: { param(n: string): string } }) => {
+    const id = SnapshotIdParam.safeParse(c.req.param("id"));
+    if (!id.success) {
+      throw new TermadaError("INVALID_ARGUMENT", `"${c.req.param("id")}" is not a snapshot id`);
+    }
+    return id.data;
+  };
+  api.get("/snapshots", async (c) => {
+    const q = query(c, SnapshotsQuery);
+    return c.json(await ops.snapshots().operatorList(q.dir) satisfies SnapshotList);
+  });
+  api.post("/snapshots", async (c) => {
+    const b = await body(c, OperatorSnapshotCreateInput);
+    return c.json(
+      await ops.snapshots().operatorCreate(operatorOf(c), b) satisfies SnapshotCreateResult,
+      201,
+    );
+  });
+  api.get(
+    "/snapshots/:id",
+    async (c) => c.json(await ops.snapshots().show(snapshotId(c)) satisfies SnapshotDetail),
+  );
+  api.post("/snapshots/:id/restore", async (c) => {
+    const b = await body(c, SnapshotRestoreInput);
+    return c.json(
+      await ops.snapshots().restore(
+        operatorOf(c),
+        snapshotId(c),
+        b,
+      ) satisfies SnapshotRestoreResult,
+    );
+  });
+  api.delete(
+    "/snapshots/:id",
+    async (c) =>
+      c.json({ ok: true, ...(await ops.snapshots().remove(operatorOf(c), snapshotId(c))) }),
+  );
   api.post("/stop", async (c) => {
     const r = await ops.stopAll(operatorOf(c), await body(c, StopInput));
     return c.json({ ok: true, ...r } satisfies StopResult);

@@ -218,6 +218,42 @@ export interface AuditEvents {
     reason: string;
     job_id?: string;
   };
+  // ── snapshots (src/control/snapshots.ts; docs/SNAPSHOTS.md) ──
+  /** Durable before a restore changes a file: what is restored where, by whom. */
+  "snapshot.restore_requested": { snapshot_id: string; target: string; delete_extra: boolean };
+  "snapshot.created": {
+    snapshot_id: string;
+    dir: string;
+    files: number;
+    bytes: number;
+    skipped: number;
+    /** `operator`, `agent` (snapshot_create), `policy` (before a command), `restore` (undo). */
+    reason: string;
+    job_id?: string;
+    session_id?: string;
+    pruned?: string[];
+  };
+  "snapshot.failed": {
+    dir: string;
+    error: string;
+    reason: string;
+    job_id?: string;
+    /** A policy snapshot that failed under `on_failure: run`: the command ran anyway. */
+    ran_anyway?: boolean;
+  };
+  "snapshot.restored": {
+    snapshot_id: string;
+    target: string;
+    undo_snapshot_id: string;
+    restored: number;
+    created: number;
+    unchanged: number;
+    deleted: number;
+    failed: number;
+    /** The first failed paths with their errors (at most 20). */
+    failures: string[];
+  };
+  "snapshot.removed": { snapshot_id: string; removed_objects: number; freed_bytes: number };
   // ── kill switch ──
   "stop_all": { barrier_ms: number };
   "stop_all.done": { stopped_jobs: string[]; cancelled_approvals: string[] };

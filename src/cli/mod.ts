@@ -98,6 +98,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   doctor: async (a) => (await import("./doctor.ts")).doctorCommand(a, OUT),
   service: async (a) => (await import("./service.ts")).serviceCommand(a, OUT),
   update: async (a) => (await import("./update.ts")).updateCommand(a, OUT),
+  snapshot: async (a) => (await import("./snapshot.ts")).snapshotCommand(a, OUT),
   serve: async (args) =>
     (await import("./serve.ts")).serveCommand(args, {
       version: VERSION,

@@ -355,6 +355,22 @@ const VaultList = section(z.array(VaultPattern).max(CONFIG_LIMITS.resourceRules)
 const FileRules = z.strictObject({ allow: FileList, deny: FileList, confirm: FileList });
 
 /**
+ * `policies.<name>.snapshot`: before a command matching `commands` (the same globs as the command
+ * lists, on every simple command a line runs; a command that cannot be analysed counts as
+ * matching) starts, a snapshot of its working directory is taken; when that fails the command is
+ * refused (`on_failure: refuse`, the default) or runs anyway (`run`), both audited.
+ */
+const SnapshotRules = z.strictObject({
+  commands: section(z.array(RulePattern).min(1).max(CONFIG_LIMITS.rulesPerList)),
+  on_failure: z.enum(["refuse", "run"]).default("refuse"),
+  /** Replace the default excludes (node_modules); `.git` only with include_git. */
+  excludes: z.array(z.string().min(1).max(256)).max(64).optional(),
+  include_git: z.boolean().default(false),
+  max_files: z.number().int().min(1).max(100_000).optional(),
+  max_bytes: z.number().int().min(0).max(4 * 1024 ** 3).optional(),
+});
+
+/**
  * One command policy (`policies.<name>`): glob rules matched against every command a line would
  * run (src/policy), and prompt answers for the engine. All lists empty = allow everything.
  */
@@ -389,6 +405,8 @@ export const PolicyRules = z.strictObject({
   approval: section(ApprovalRequirement.optional()),
   /** Budgets this policy's agents spend (docs/GOVERNANCE.md). */
   budgets: section(Budgets.default([])),
+  /** Commands a snapshot of their directory is taken before (docs/SNAPSHOTS.md). */
+  snapshot: section(SnapshotRules.optional()),
 });
 export type PolicyRules = z.infer<typeof PolicyRules>;
 

@@ -42,6 +42,7 @@ import type { ApprovalBook } from "./approvals.ts";
 import type { Gateway } from "./gateway.ts";
 import { noRemote, type RemoteOps } from "./remote.ts";
 import { FileOps } from "./files.ts";
+import { SnapshotOps, type SnapshotPolicy } from "./snapshots.ts";
 import type { Trail } from "./trail.ts";
 import { type AgentVaultEntry, assertDataVariables, type VaultOps } from "./vault.ts";
 
@@ -58,6 +59,8 @@ export interface AgentOpsOptions {
   forbiddenPaths?: { all: readonly string[]; write: readonly string[] };
   /** The vault (values used by reference); absent: every reference is VAULT_LOCKED. */
   vault?: VaultOps;
+  /** Snapshots (the store's root, the policy's rules); absent: the snapshot tools are off. */
+  snapshots?: { root: string; rules?: (agent: string) => SnapshotPolicy | undefined };
 }
 
 /** A session to open: its environment holds plain values (vault references resolved). */
@@ -71,6 +74,8 @@ export class AgentOps {
   readonly #remote: RemoteOps | undefined;
   readonly #files: FileOps;
   readonly #vault: VaultOps | undefined;
+  /** snapshot_create / snapshot_list and the policy's snapshots before commands. */
+  readonly snapshotOps: SnapshotOps | undefined;
   /** Each agent's default session (created on first use), by owner. */
   readonly #defaults = new Map<string, Promise<Session>>();
 
@@ -88,6 +93,23 @@ export class AgentOps {
       remote: o.remote,
       forbidden: o.forbiddenPaths,
     });
+    this.snapshotOps = o.snapshots
+      ? new SnapshotOps({
+        root: o.snapshots.root,
+        engine: o.engine,
+        gateway: o.gateway,
+        approvals: o.approvals,
+        files: this.#files,
+        recorder: o.trail.recorder,
+        ...(o.snapshots.rules ? { rules: o.snapshots.rules } : {}),
+      })
+      : undefined;
+  }
+
+  /** The snapshot tools; NOT_SUPPORTED when this daemon keeps no snapshots. */
+  snapshots(): SnapshotOps {
+    if (this.snapshotOps) return this.snapshotOps;
+    throw new TermadaError("NOT_SUPPORTED", "This server keeps no snapshots");
   }
 
   /** file_read / file_write, local or in a session's server. */
@@ -469,6 +491,9 @@ export class AgentOps {
       engine.jobs.abandon(res, "failed", "its record could not be stored");
       throw err;
     }
+    // A policy's snapshot of the command's directory, taken when it starts (after an approval).
+    const snapshot = this.snapshotOps?.before(res);
+    if (snapshot) res.spec.prepare = snapshot;
     let verdict;
     try {
       const remote = res.session?.remote === true;

@@ -25,6 +25,7 @@ import type { SecretSet } from "../output/mod.ts";
 import type { VaultFile } from "../vault/mod.ts";
 import { type AuditSink, Recorder } from "./recorder.ts";
 import { Trail } from "./trail.ts";
+import type { SnapshotPolicy } from "./snapshots.ts";
 import { BudgetLedger } from "../governance/mod.ts";
 
 const log = logger("control");
@@ -51,6 +52,8 @@ export interface ControlOptions {
   remote?: RemoteSetup;
   /** Paths the file tools never touch: `all` (read and write) and `write` only. */
   forbiddenPaths?: { all: readonly string[]; write: readonly string[] };
+  /** Snapshots: the store's root and each agent's policy `snapshot` rules; absent: none. */
+  snapshots?: { root: string; rules?: (agent: string) => SnapshotPolicy | undefined };
   /**
    * The vault file and the daemon-wide secrets its values join (the same SecretSet the engine
    * options and the audit log's redactor hold); absent: no vault.
@@ -151,6 +154,7 @@ export class Control {
       remote: this.remote,
       vault: this.vault,
       forbiddenPaths: o.forbiddenPaths ?? { all: o.engine.sandbox?.hide ?? [], write: [] },
+      ...(o.snapshots ? { snapshots: o.snapshots } : {}),
     });
     this.operators = new OperatorOps({
       engine,
@@ -163,6 +167,7 @@ export class Control {
       ledger: this.ledger,
       store: o.store,
       ...(o.policy.allBudgets ? { budgetRules: () => o.policy.allBudgets!() } : {}),
+      snapshots: this.agents.snapshotOps,
     });
     this.presence = new Presence({
       engine,

@@ -90,6 +90,17 @@ export class FileOps {
     return paths.some((x) => x !== undefined && inside(x));
   }
 
+  /**
+   * For a walk of `dir` on this machine (snapshots): whether `dir` itself is in a forbidden
+   * place, and the forbidden paths below it (to leave out), by lexical and real path.
+   */
+  async forbiddenAround(dir: string): Promise<{ inside: boolean; below: string[] }> {
+    const inside = await this.#forbidden("file.read", [dir]);
+    const f = await this.#resolved!;
+    const prefix = dir.endsWith("/") ? dir : `${dir}/`;
+    return { inside, below: [...new Set(f.all.filter((p) => p.startsWith(prefix)))] };
+  }
+
   async read(owner: string, req: FileReadInput): Promise<FileReadResult> {
     const w = await this.#where(owner, req.session_id ?? req.session);
     try {

@@ -20,6 +20,7 @@ export {
 export { Presence } from "./presence.ts";
 export { RemoteOps, type RemoteSetup } from "./remote.ts";
 export { FileOps } from "./files.ts";
+export { SnapshotOps, type SnapshotPolicy } from "./snapshots.ts";
 export { type AgentVaultEntry, vaultKind, VaultOps, type VaultStatus } from "./vault.ts";
 export {
   type Actor,

@@ -7,6 +7,7 @@
  */
 import type { RemoteOps } from "./remote.ts";
 import type { VaultOps } from "./vault.ts";
+import type { SnapshotOps } from "./snapshots.ts";
 import {
   type Engine,
   type LeaseAction,
@@ -51,6 +52,8 @@ export interface OperatorOpsOptions {
   store?: Pick<Store, "actions">;
   /** Every budget of every policy (for the usage view). */
   budgetRules?: () => readonly BudgetRule[];
+  /** Snapshots: list, show, take, restore, remove. */
+  snapshots?: SnapshotOps;
 }
 
 export interface StopAllResult {
@@ -64,6 +67,12 @@ export class OperatorOps {
 
   constructor(o: OperatorOpsOptions) {
     this.#o = o;
+  }
+
+  /** The snapshot use cases; NOT_SUPPORTED when this daemon keeps none. */
+  snapshots(): SnapshotOps {
+    if (this.#o.snapshots) return this.#o.snapshots;
+    throw new TermadaError("NOT_SUPPORTED", "This daemon keeps no snapshots");
   }
 
   /** The vault's operator use cases; NOT_SUPPORTED when this daemon has none. */

@@ -18,6 +18,7 @@ import {
   engineOptionsFrom,
   ensureStateDirs,
   loadConfig,
+  policyFor,
   resolvePaths,
   type TermadaPaths,
 } from "../config/mod.ts";
@@ -314,6 +315,12 @@ export class Daemon {
           reconnectAttempts: config.remote.reconnect_attempts,
         },
         vault: { file: new VaultFile(join(paths.stateDir, "vault.age")), secrets },
+        // Snapshots live in the state directory (hidden from sessions with it); a policy's
+        // `snapshot` rules are read from the live config, so `policy reload` applies them.
+        snapshots: {
+          root: join(paths.stateDir, "snapshots"),
+          rules: (agent) => policyFor(liveConfig, agent).snapshot,
+        },
         forbiddenPaths: {
           // What sessions have hidden, and the credentials the daemon logs in to servers with.
           all: [

@@ -33,6 +33,12 @@ export interface LaunchSpec {
    * Its error ends the job (`denied` for DENIED_BY_POLICY, else `failed`) and is thrown.
    */
   secretSource?: () => Record<string, string>;
+  /**
+   * Runs when the job starts, before anything else (after an approval, if one was needed): the
+   * control layer's work that must precede the command (a policy's snapshot of its directory).
+   * Its error ends the job `failed` and is thrown; the command never runs.
+   */
+  prepare?: () => Promise<void>;
 }
 
 /** A job created and holding its resources, not yet running. One owner: the caller. */
@@ -148,8 +154,23 @@ export class JobLifecycle {
     if (this.#reserved.get(res.job.id) !== res) {
       throw new TypeError(`Job "${res.job.id}" is not reserved`);
     }
-    this.#reserved.delete(res.job.id);
     const { job } = res;
+    if (res.spec.prepare) {
+      // Still reserved meanwhile: a kill during it ends the reservation, and nothing starts.
+      try {
+        await res.spec.prepare();
+      } catch (err) {
+        const e = toTermadaError(err);
+        if (this.#reserved.get(job.id) === res) this.abandon(res, "failed", e.message);
+        throw e;
+      }
+      if (this.#reserved.get(job.id) !== res) {
+        throw new TermadaError("NOT_FOUND", `Job "${job.id}" ended before it started`, {
+          details: { job_id: job.id },
+        });
+      }
+    }
+    this.#reserved.delete(res.job.id);
     if (job.final) {
       throw new TermadaError("NOT_FOUND", `Job "${job.id}" ended before it started`, {
         details: { job_id: job.id },

@@ -34,6 +34,7 @@ import {
 } from "../wire/mod.ts";
 import { MISSION_TOOLS } from "./mission_tools.ts";
 import { REMOTE_TOOLS } from "./remote_tools.ts";
+import { SNAPSHOT_TOOLS } from "./snapshot_tools.ts";
 
 export interface ToolContext {
   agents: AgentOps;
@@ -274,6 +275,7 @@ export const TOOLS: readonly ToolDef[] = [
   }),
   ...MISSION_TOOLS,
   ...REMOTE_TOOLS,
+  ...SNAPSHOT_TOOLS,
 ];
 
 function capabilities(c: ToolContext): z.output<typeof Capabilities> {

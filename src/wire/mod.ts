@@ -153,3 +153,16 @@ export {
   type VaultStatusView,
   VaultUnlockInput,
 } from "./vault.ts";
+export {
+  OperatorSnapshotCreateInput,
+  SNAPSHOT_WIRE_LIMITS,
+  SnapshotCreateInput,
+  SnapshotCreateResult,
+  SnapshotDetail,
+  SnapshotIdParam,
+  SnapshotList,
+  SnapshotListInput,
+  SnapshotRestoreInput,
+  SnapshotRestoreResult,
+  SnapshotView,
+} from "./snapshots.ts";

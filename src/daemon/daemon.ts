@@ -617,7 +617,11 @@ export class Daemon {
       // The last head, signed (delivered now if a receiver is up, else at the next start).
       await step("anchor", async () => {
         await r.anchors.anchorNow();
-        await Promise.race([r.anchors.flush(), new Promise((ok) => setTimeout(ok, 2000))]);
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          r.anchors.flush(),
+          new Promise((ok) => timer = setTimeout(ok, 2000)),
+        ]).finally(() => clearTimeout(timer)); // a pending timer would hold the exit 2 s
       });
       await step("anchors", () => r.anchors.close());
       await step("audit log", () => this.audit.close());

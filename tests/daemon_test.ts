@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { TOOLS } from "../src/mcp/mod.ts";
 import {
   call,
   homeWithConfig,
@@ -63,7 +64,7 @@ Deno.test(
       await using alice = await stdioClient(home, ["--agent", "alice"]);
       await using bob = await stdioClient(home, ["--agent", "bob"]);
       const tools = await alice.listTools();
-      assert.equal(tools.tools.length, 27);
+      assert.equal(tools.tools.length, TOOLS.length);
       const r = await call(alice, "exec_run", { command: ["cd /tmp && echo from-alice"] });
       assert.equal(r.output, "from-alice\n");
       assert.equal((await call(alice, "exec_run", { command: ["pwd"] })).output, "/tmp\n");

@@ -13,6 +13,7 @@ import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { type AgentApi, testRuntime } from "../control/_test_util.ts";
 import { type AgentDirectory, createApp, type Listener, type TermadaApp } from "./mod.ts";
 import { testDirectory } from "./_test_app.ts";
+import { TOOLS } from "../mcp/mod.ts";
 
 const PORT = 47_123;
 const HOST = `127.0.0.1:${PORT}`;
@@ -269,13 +270,13 @@ Deno.test("MCP on TCP needs a valid agent token", async (t) => {
   assert.equal(a.app.mcpSessions, 0);
 });
 
-Deno.test("MCP over TCP with a token: initialize, list 27 tools, exec_run", async () => {
+Deno.test("MCP over TCP with a token: initialize, list every tool, exec_run", async () => {
   await using t = await testApp();
   await using c = await connect(t, "tcp", { headers: { authorization: `Bearer ${CI_TOKEN}` } });
   assert.equal(c.client.getServerVersion()?.name, "termada");
   assert.equal(c.client.getServerVersion()?.version, VERSION);
   const { tools } = await c.client.listTools();
-  assert.equal(tools.length, 27);
+  assert.equal(tools.length, TOOLS.length);
   const r = await runEcho(c.client, "hi");
   assert.equal(r.output, "hi\n");
   assert.equal(t.engine.listJobs("ci").jobs[0]?.job_id, r.job_id);
@@ -416,7 +417,7 @@ Deno.test("an MCP session is bound to the agent that opened it", async (t) => {
   });
   // The rejected attempts left the session usable by its owner.
   const { tools } = await alice.client.listTools();
-  assert.equal(tools.length, 27);
+  assert.equal(tools.length, TOOLS.length);
 });
 
 Deno.test("on TCP an MCP session id without the token is 401", async () => {
@@ -525,8 +526,8 @@ Deno.test("a third MCP session closes the least recently used one", async () => 
     second.client.listTools(),
     httpError(404),
   );
-  assert.equal((await first.client.listTools()).tools.length, 27);
-  assert.equal((await third.client.listTools()).tools.length, 27);
+  assert.equal((await first.client.listTools()).tools.length, TOOLS.length);
+  assert.equal((await third.client.listTools()).tools.length, TOOLS.length);
 });
 
 Deno.test("a request without a session that is not initialize evicts no session", async () => {
@@ -541,8 +542,8 @@ Deno.test("a request without a session that is not initialize evicts no session"
   assert.equal(res.status, 400);
   await res.body?.cancel();
   assert.equal(t.app.mcpSessions, 2);
-  assert.equal((await first.client.listTools()).tools.length, 27);
-  assert.equal((await second.client.listTools()).tools.length, 27);
+  assert.equal((await first.client.listTools()).tools.length, TOOLS.length);
+  assert.equal((await second.client.listTools()).tools.length, TOOLS.length);
 });
 
 Deno.test("closing the app ends every MCP session", async () => {

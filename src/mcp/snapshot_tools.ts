@@ -23,7 +23,7 @@ export const SNAPSHOT_TOOLS: readonly ToolDef[] = [
     name: "snapshot_create",
     title: "Snapshot a directory",
     description:
-      'Take a snapshot of a directory of this machine (default: the session\'s cwd) before risky changes: files, links, modes and mtimes, content-addressed and deduplicated. node_modules is left out (excludes replace that list), .git too unless include_git. At most 10 000 entries and 256 MiB by default. An operator can restore it (atomically per file, undoable); agents cannot. Example: {"path": ".", "label": "before refactor"}.',
+      "Take a snapshot of a directory of this machine (default: the session's cwd) before risky changes: files, links, modes and mtimes, content-addressed and deduplicated. node_modules is left out (excludes replace that list), .git too unless include_git. At most 10 000 entries and 256 MiB by default. An operator can restore it (atomically per file, undoable); agents cannot.",
     input: SnapshotCreateInput,
     output: SnapshotCreateResult,
     run: (c, a) => c.agents.snapshots().create(c.agent, a),

@@ -35,6 +35,7 @@ import {
 import { MISSION_TOOLS } from "./mission_tools.ts";
 import { REMOTE_TOOLS } from "./remote_tools.ts";
 import { SNAPSHOT_TOOLS } from "./snapshot_tools.ts";
+import { TOOL_EXAMPLES } from "./examples.ts";
 
 export interface ToolContext {
   agents: AgentOps;
@@ -122,7 +123,16 @@ const jobTool = <I extends z.ZodType>(
     render: renderJob,
   });
 
-export const TOOLS: readonly ToolDef[] = [
+/** The tools with their example call appended to the description (src/mcp/examples.ts). */
+function withExamples(tools: readonly ToolDef[]): readonly ToolDef[] {
+  return tools.map((t) => {
+    const example = TOOL_EXAMPLES[t.name];
+    if (!example) throw new TypeError(`Tool "${t.name}" has no example in TOOL_EXAMPLES`);
+    return { ...t, description: `${t.description}\nExample: ${JSON.stringify(example)}` };
+  });
+}
+
+export const TOOLS: readonly ToolDef[] = withExamples([
   jobTool(
     "exec_run",
     "Run a command",
@@ -276,7 +286,7 @@ export const TOOLS: readonly ToolDef[] = [
   ...MISSION_TOOLS,
   ...REMOTE_TOOLS,
   ...SNAPSHOT_TOOLS,
-];
+]);
 
 function capabilities(c: ToolContext): z.output<typeof Capabilities> {
   const shells = ["bash", "zsh", "sh"].filter((s) => onPath(s));

@@ -30,9 +30,8 @@ import {
   SocketClientTransport,
   socketFetch,
 } from "../src/client/mod.ts";
-import { Daemon, policyPort } from "../src/daemon/mod.ts";
-import { Config } from "../src/config/mod.ts";
-import { compilePolicy, decide, loadShellParser } from "../src/policy/mod.ts";
+import { Daemon } from "../src/daemon/mod.ts";
+import { compilePolicy, decide } from "../src/policy/mod.ts";
 import { testRuntime } from "../src/control/_test_util.ts";
 import { preloadNative, Pty, readProcFile, sharedPoller } from "../src/pty/mod.ts";
 import { dashboardLatency } from "./dashboard_latency.ts";
@@ -40,6 +39,7 @@ import { mcpPeerBench } from "./mcp_peer.ts";
 import { remoteBench } from "./remote_bench.ts";
 import { vaultBench } from "./vault_bench.ts";
 import { governanceBench } from "./governance_bench.ts";
+import { execGateBench } from "./exec_gate_bench.ts";
 
 preloadNative();
 const QUICK = Deno.env.get("BENCH_QUICK") === "1";
@@ -454,91 +454,8 @@ await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
 }
 
 // ── (j) the exec gate: exec-heavy work with the gate on and off ────────────────
-{
-  // A policy with a deny rule, so every exec is really decided (name, argv, content identity).
-  await loadShellParser();
-  const config = Config.parse({ policies: { default: { deny: ["touch *"] } } });
-  const gated = await testRuntime({
-    policy: policyPort(config),
-    engine: { env, record: false, sandbox: { mode: "auto", hide: [runtimeDir] } },
-  });
-  const plain = await testRuntime({
-    policy: policyPort(config),
-    engine: { env, record: false, sandbox: { mode: "off", hide: [] } },
-  });
-  const loops = QUICK ? 500 : 2000;
-  // A small C project built with make -j2 (cc, cc1, as, collect2, ld: execs doing real work).
-  // Outside runtimeDir: that one is hidden from sessions (the control plane's stand-in here).
-  const build = await Deno.makeTempDir({ prefix: "termada-bench-build-" });
-  const units = Array.from({ length: 8 }, (_, i) => `u${i}`);
-  for (const u of units) {
-    Deno.writeTextFileSync(`${build}/${u}.c`, `int ${u}(int x) { return x * ${u.length} + 1; }\n`);
-  }
-  Deno.writeTextFileSync(
-    `${build}/main.c`,
-    `${units.map((u) => `int ${u}(int);`).join(" ")}\nint main(void) { return ${
-      units.map((u) => `${u}(0)`).join(" + ")
-    } == 8 ? 0 : 1; }\n`,
-  );
-  Deno.writeTextFileSync(
-    `${build}/Makefile`,
-    `OBJS = main.o ${units.map((u) => `${u}.o`).join(" ")}\nprog: $(OBJS)\n\tcc -o prog $(OBJS)\n` +
-      `%.o: %.c\n\tcc -O1 -c $< -o $@\nclean:\n\trm -f prog *.o\n`,
-  );
-  const haveCc = (() => {
-    try {
-      return Deno.statSync("/usr/bin/cc").isFile && Deno.statSync("/usr/bin/make").isFile;
-    } catch {
-      return false;
-    }
-  })();
-  const work = [
-    ...(haveCc
-      ? [
-        [
-          "make -j2 of 9 C files (cc + ld)",
-          `make -s -C ${build} clean && make -s -j2 -C ${build} && ${build}/prog`,
-        ] as const,
-      ]
-      : []),
-    [`${loops} × /bin/true in a loop`, `for i in $(seq ${loops}); do /bin/true; done`],
-    [
-      `parallel build-like (xargs -P4, ${loops / 2} × /bin/echo)`,
-      `seq ${loops / 2} | xargs -P 4 -n 1 /bin/echo > /dev/null`,
-    ],
-  ] as const;
-  const reps = QUICK ? 2 : 4;
-  for (const [label, line] of work) {
-    const times: Record<string, number[]> = { on: [], off: [] };
-    // Interleaved, so a noisy machine hurts both sides alike.
-    for (let r = 0; r < reps; r++) {
-      for (const [k, rt] of [["on", gated], ["off", plain]] as const) {
-        const t0 = performance.now();
-        const j = await rt.engine.run("bench", { command: [line], timeout_ms: 300_000 });
-        times[k]!.push(performance.now() - t0);
-        if (j.exit_code !== 0) throw new Error(`${label}: ${JSON.stringify(j).slice(0, 300)}`);
-      }
-    }
-    const on = pct(times.on!, 50);
-    const off = pct(times.off!, 50);
-    out(
-      `(j) ${label}: gate on ${ms(on)}, off ${ms(off)} (median of ${reps}; +${
-        ((on / off - 1) * 100).toFixed(1)
-      } %; target ≤ +15 %)`,
-    );
-  }
-  const st = gated.control.execGateStats();
-  out(
-    `    exec decision (read target memory, resolve, identity cache, policy): p50 ${st.p50Us} µs, ` +
-      `p99 ${st.p99Us} µs over ${st.decisions} execs (target p50 ≤ 50 µs)`,
-  );
-  out(
-    `    after-exec check (held frozen until the new image is verified; ${st.verified} execs ` +
-      `could race, e.g. as root): p50 ${st.verifyP50Us} µs, p99 ${st.verifyP99Us} µs`,
-  );
-  await gated[Symbol.asyncDispose]();
-  await plain[Symbol.asyncDispose]();
-}
+// (bench/exec_gate_bench.ts; runs alone too)
+await execGateBench({ quick: QUICK, out, env, hide: [runtimeDir] });
 
 // ── (g) dashboard keystroke-to-echo latency ─────────────────────────────────
 for (const line of await dashboardLatency(QUICK)) out(line);

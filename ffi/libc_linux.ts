@@ -111,6 +111,13 @@ export const LIBC_LINUX = {
   execve: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
   // ssize_t pread(int fd, void *buf, size_t count, off_t offset);
   pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize" },
+  // ssize_t process_vm_readv(pid_t pid, const struct iovec *local, unsigned long liovcnt,
+  //                          const struct iovec *remote, unsigned long riovcnt,
+  //                          unsigned long flags);  (the exec gate reads a target's memory)
+  process_vm_readv: {
+    parameters: ["i32", "buffer", "u64", "buffer", "u64", "u64"],
+    result: "isize",
+  },
   // int socketpair(int domain, int type, int protocol, int sv[2]);
   socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
   // int getsockopt(int fd, int level, int name, void *val, socklen_t *len);

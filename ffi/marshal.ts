@@ -68,6 +68,23 @@ export function cstr(s: string, what = "string"): Uint8Array<ArrayBuffer> {
 }
 
 /**
+ * `cstr` into the caller's scratch buffer, allocating nothing (a string too long for it gets a
+ * new buffer). The result is only valid until the caller reuses its buffer.
+ */
+export function cstrInto(
+  s: string,
+  buf: Uint8Array<ArrayBuffer>,
+  what = "string",
+): Uint8Array<ArrayBuffer> {
+  if (s.includes("\0")) throw new TypeError(`${what} contains a NUL byte`);
+  // A UTF-16 code unit is at most 3 bytes of UTF-8: then it fits, with the NUL.
+  if (s.length * 3 >= buf.length) return cstr(s, what);
+  const { written } = encoder.encodeInto(s, buf);
+  buf[written] = 0;
+  return buf;
+}
+
+/**
  * A `char *const[]` array for exec: the returned `keep` array must stay referenced until the
  * call returns (it owns the strings the pointers point into).
  */
@@ -114,7 +131,23 @@ export const S_IFLNK = 0o120000;
 const STAT = Deno.build.arch === "aarch64"
   ? { mode: 16, uid: 24, gid: 28 }
   : { mode: 24, uid: 28, gid: 32 };
-const statBuf = new Uint8Array(256); // ≥ sizeof(struct stat) on both architectures
+/**
+ * Where the fields Termada reads sit in struct stat (glibc), for callers that `stat` into their
+ * own buffer (the exec gate's identity cache compares raw bytes, allocating nothing).
+ */
+export const STAT_LAYOUT = {
+  /** A buffer of this size holds a struct stat on both architectures. */
+  size: 256,
+  dev: 0,
+  ino: 8,
+  mode: STAT.mode,
+  uid: STAT.uid,
+  gid: STAT.gid,
+  st_size: 48,
+  mtime: 88,
+  ctime: 104,
+} as const;
+const statBuf = new Uint8Array(STAT_LAYOUT.size); // ≥ sizeof(struct stat) on both architectures
 const statView = new DataView(statBuf.buffer);
 
 function readStat(): FileStat {

@@ -14,9 +14,11 @@ import { type BudgetEntry, type Config, policyFor } from "../config/mod.ts";
 import type { BudgetRule } from "../governance/mod.ts";
 import type { ExecFacts, PolicyPort, PolicyVerdict } from "../control/mod.ts";
 import {
+  ALLOWED_AT_EXEC,
   classifyRisk,
   combineRequirements,
   CompiledGovernance,
+  type CompiledPolicy,
   CompiledResourceRules,
   compilePolicy,
   decide,
@@ -25,6 +27,7 @@ import {
   decideGoverned,
   decideLine,
   decideResource,
+  execMayMatch,
   type ExecSubject,
   type GovernedFacts,
   type GovernedKind,
@@ -224,6 +227,23 @@ export function policyPort(
     if (sha) { for (const n of idx.get(sha) ?? []) names.add(n); }
     return [...names];
   };
+  /**
+   * What the exec gate asks for at every execve, per rules object (one per configured policy; a
+   * reload brings new ones): looked up once per exec instead of one by one.
+   */
+  const execRules = new WeakMap<
+    object,
+    { c: CompiledPolicy; structured: boolean; idx: Map<string, Set<string>> }
+  >();
+  const execRulesOf = (agent: string) => {
+    const rules = policyFor(config, agent);
+    let r = execRules.get(rules);
+    if (!r) {
+      r = { c: rulesOf(agent), structured: structuredExecRules(agent), idx: indexOf(agent) };
+      execRules.set(rules, r);
+    }
+    return r;
+  };
   const resources = new WeakMap<object, Map<ResourceKind, CompiledResourceRules | undefined>>();
   const resourceRules = (agent: string, kind: ResourceKind) => {
     const rules = policyFor(config, agent);
@@ -369,19 +389,23 @@ export function policyPort(
    * interpreter, and what the dynamic loader runs.
    */
   function decideAtExec(agent: string, exec: ExecFacts): PolicyVerdict {
-    const c = rulesOf(agent);
-    const structured = structuredExecRules(agent);
+    const { c, structured, idx } = execRulesOf(agent);
     if (c.deny.length + c.confirm.length === 0 && !structured) {
       return {
         action: "allow",
         reason: "allowed at exec: the policy has no deny or confirm rules",
       };
     }
-    const idx = indexOf(agent);
     const subjects: ExecSubject[] = [{
       names: namesOf(idx, exec.path, exec.argv[0], exec.sha256),
       args: exec.argv.slice(1),
     }];
+    // The common exec: one program, glob lists only, and no rule's literal start fits it. The
+    // answer is decideExec's, without building what only a matching rule needs.
+    if (
+      !structured && !exec.chain && !exec.interpreter && !exec.loads && !exec.unknown &&
+      !execMayMatch(subjects, c)
+    ) return { action: "allow", reason: ALLOWED_AT_EXEC, verify: true };
     // Each `#!` level runs as `<interpreter> [arg] <the file below it> args…`.
     let below = exec.path;
     let rest = exec.argv.slice(1);

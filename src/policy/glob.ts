@@ -31,6 +31,11 @@ export interface CompiledGlob {
   readonly tokens: Int32Array;
   /** The pattern without its trailing ` *`, when it has one. */
   readonly bare: Int32Array | undefined;
+  /**
+   * The literal text every match starts with (up to the first wildcard, of `bare` when there
+   * is one): literal text that does not start with it cannot match (see `mayMatchLiteral`).
+   */
+  readonly prefix: string;
 }
 
 /** Compiles a pattern; a RangeError for an empty one or a trailing lone backslash. */
@@ -60,7 +65,19 @@ export function compileGlob(pattern: string): CompiledGlob {
   const bare = n >= 2 && tokens[n - 1] === STAR && tokens[n - 2] === SPACE
     ? Int32Array.from(tokens.slice(0, n - 2))
     : undefined;
-  return { source: pattern, tokens: Int32Array.from(tokens), bare };
+  const shortest = bare ?? tokens;
+  let end = 0;
+  while (end < shortest.length && shortest[end]! >= 0) end++;
+  const prefix = String.fromCodePoint(...shortest.slice(0, end));
+  return { source: pattern, tokens: Int32Array.from(tokens), bare, prefix };
+}
+
+/**
+ * False when no literal text like `text` (no holes) can match: it does not start with the
+ * pattern's literal prefix. True means "maybe": ask `matchSome`.
+ */
+export function mayMatchLiteral(glob: CompiledGlob, text: string): boolean {
+  return text.startsWith(glob.prefix);
 }
 
 function normalizePattern(pattern: string): string {

@@ -12,6 +12,7 @@
  * Loading it needs `--allow-env` (mvdan-sh reads the environment).
  */
 export {
+  ALLOWED_AT_EXEC,
   type AutoAnswer,
   CompiledPolicy,
   compilePolicy,
@@ -21,6 +22,7 @@ export {
   decideLine,
   type DecideOptions,
   type Decision,
+  execMayMatch,
   type ExecSubject,
   type PolicyAction,
   type PolicyRules,

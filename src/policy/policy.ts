@@ -11,7 +11,7 @@ import {
   type FoundCommand,
 } from "./_analyze.ts";
 import { compileRegex, type LinearRegex } from "../shared/mod.ts";
-import { type CompiledGlob, compileGlob, matchEvery, matchSome } from "./glob.ts";
+import { type CompiledGlob, compileGlob, matchEvery, matchSome, mayMatchLiteral } from "./glob.ts";
 import { literalWord, subjectOf } from "./_words.ts";
 import type { ResourceRules } from "./resource.ts";
 
@@ -261,16 +261,26 @@ export function decideExec(
   policy: PolicyRules | CompiledPolicy,
 ): Decision {
   const p = compiledFor(policy);
-  const commands = subjects.flatMap((s) => s.names.map((n) => [n, ...s.args]));
+  const commands: string[][] = [];
+  for (const s of subjects) {
+    for (const n of s.names) commands.push([n, ...s.args]);
+  }
   const base = { commands, assignments: [], opaque: false };
+  // Every exec comes here (the daemon's thread, per execve): most match no rule's literal start,
+  // and then no rule is run at all.
+  if (!execMayMatch(subjects, p)) {
+    return { action: "allow", reason: ALLOWED_AT_EXEC, ...base };
+  }
   for (const [list, globs] of [["deny", p.deny], ["confirm", p.confirm]] as const) {
     if (globs.length === 0) continue;
     for (const words of commands) {
-      const subject = subjectOf(words.map(literalWord));
-      const glob = globs.find((g) => matchSome(g, subject));
+      const text = words.join(" ");
+      let subject: Int32Array | undefined;
+      const glob = globs.find((g) =>
+        mayMatchLiteral(g, text) && matchSome(g, subject ??= subjectOf(words.map(literalWord)))
+      );
       if (glob === undefined) continue;
       const what = list === "deny" ? "denied" : "confirmation required";
-      const text = words.join(" ");
       return {
         action: list,
         rule: { list, pattern: glob.source },
@@ -281,7 +291,51 @@ export function decideExec(
       };
     }
   }
-  return { action: "allow", reason: "allowed at exec: no deny or confirm rule matches", ...base };
+  return { action: "allow", reason: ALLOWED_AT_EXEC, ...base };
+}
+
+/** What `decideExec` says when no rule matches. */
+export const ALLOWED_AT_EXEC = "allowed at exec: no deny or confirm rule matches";
+
+/**
+ * False when no deny or confirm rule can match any name of any subject (`decideExec` then
+ * allows), judged by the rules' literal starts alone, allocating nothing. True: ask decideExec.
+ */
+export function execMayMatch(
+  subjects: readonly ExecSubject[],
+  policy: PolicyRules | CompiledPolicy,
+): boolean {
+  const p = compiledFor(policy);
+  for (const globs of [p.deny, p.confirm]) {
+    for (const g of globs) {
+      for (const s of subjects) {
+        for (const name of s.names) {
+          if (wordsStartWith(name, s.args, g.prefix)) return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+/** `[name, ...args].join(" ").startsWith(prefix)`, without joining. */
+function wordsStartWith(name: string, args: readonly string[], prefix: string): boolean {
+  let at = 0;
+  for (let w = 0; at < prefix.length; w++) {
+    if (w > 0) {
+      if (w > args.length || prefix.charCodeAt(at) !== 0x20) return false;
+      at++;
+    }
+    const word = w === 0 ? name : args[w - 1]!;
+    const n = Math.min(word.length, prefix.length - at);
+    for (let i = 0; i < n; i++) {
+      if (word.charCodeAt(i) !== prefix.charCodeAt(at + i)) return false;
+    }
+    at += n;
+    // A shorter word ends here: the prefix must go on with the next word's space.
+    if (n < word.length) return true;
+  }
+  return true;
 }
 
 /**

@@ -2,9 +2,13 @@ import assert from "node:assert/strict";
 import { policyFor } from "../config/schema.ts";
 import { DEFAULT_CONFIG } from "../config/schema.ts";
 import {
+  ALLOWED_AT_EXEC,
   compilePolicy,
   decide,
+  decideExec,
   decideLine,
+  execMayMatch,
+  globMatch,
   POLICY_LIMITS,
   type PolicyAction,
   type PolicyRules,
@@ -264,4 +268,59 @@ Deno.test("decide never throws, whatever the input", () => {
     const d = decide([line], MIXED);
     assert.ok(["allow", "deny", "confirm"].includes(d.action), line);
   }
+});
+
+Deno.test("decideExec skips only rules whose literal start the command lacks", async (t) => {
+  const policy = compilePolicy({
+    allow: [],
+    deny: ["touch *", "rm -rf /*", "git push --force*", "*sudo*", "ta?l x"],
+    confirm: ["kubectl delete *", "ssh"],
+  });
+  const globs = [...policy.deny, ...policy.confirm].map((g) => g.source);
+  await t.step("every command decides as the rules say", () => {
+    const words = [
+      "touch",
+      "rm",
+      "-rf",
+      "/",
+      "/tmp",
+      "git",
+      "push",
+      "--force",
+      "--forced",
+      "x",
+      "kubectl",
+      "delete",
+      "pods",
+      "ssh",
+      "tail",
+      "tall",
+      "",
+      "tou",
+      "touchy",
+      "sudo",
+      "ö",
+    ];
+    let seed = 7;
+    const pick = () => words[(seed = (seed * 1103515245 + 12345) % 2147483648) % words.length]!;
+    for (let i = 0; i < 3000; i++) {
+      const argv = Array.from({ length: 1 + (i % 5) }, pick);
+      const subjects = [{ names: [argv[0]!], args: argv.slice(1) }];
+      const text = argv.join(" ");
+      const want = globs.find((g) =>
+        policy.deny.concat(policy.confirm).some((c) => c.source === g && globMatch(c, text))
+      );
+      const d = decideExec(subjects, policy);
+      assert.equal(d.rule?.pattern, want, text);
+      if (!execMayMatch(subjects, policy)) assert.equal(d.action, "allow", text);
+    }
+  });
+  await t.step("a command no rule's start fits is allowed without matching", () => {
+    assert.equal(execMayMatch([{ names: ["true"], args: [] }], policy), true, "*sudo* fits all");
+    const lists = compilePolicy({ allow: [], deny: ["touch *"], confirm: [] });
+    assert.equal(execMayMatch([{ names: ["true"], args: ["x"] }], lists), false);
+    assert.equal(execMayMatch([{ names: ["touch"], args: [] }], lists), true);
+    assert.equal(execMayMatch([{ names: ["tou"], args: ["ch"] }], lists), false);
+    assert.equal(decideExec([{ names: ["true"], args: ["x"] }], lists).reason, ALLOWED_AT_EXEC);
+  });
 });

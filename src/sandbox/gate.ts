@@ -11,7 +11,16 @@
  * killable, until then. Bounds: 64 notifications handled per listener per poll round, paths of
  * 4096 bytes, argv of 4096 strings / 256 KiB in all (what is cut is flagged `truncated`).
  */
-import { cstr, errno, LINUX, statPath, sys, syscalls } from "../../ffi/mod.ts";
+import {
+  cstr,
+  cstrInto,
+  errno,
+  LINUX,
+  STAT_LAYOUT,
+  statPath,
+  sys,
+  syscalls,
+} from "../../ffi/mod.ts";
 import { type Poller, procStat, readProcFile, sharedPoller } from "../pty/mod.ts";
 import { concatBytes, logger } from "../shared/mod.ts";
 import { type FileIdentity, fileIdentity, shebang, statId } from "./identity.ts";
@@ -339,19 +348,27 @@ export class ExecGate<C> {
   ): void {
     this.#decisions++;
     if (ans.allow) {
-      const hold = ans.verify && ev && mayRace(n.pid, ev) ? this.#holdOf?.(a.ctx) : undefined;
-      if (t0 !== undefined) this.#samples[this.#sampleCount++ % SAMPLES] = performance.now() - t0;
       this.#allowed++;
+      const hold = ans.verify && ev && mayRace(n.pid, ev) ? this.#holdOf?.(a.ctx) : undefined;
       if (hold && ev) {
+        // Decided: holding and checking it is the after-exec check's time, not the decision's.
+        if (t0 !== undefined) this.#sample(t0);
         const v0 = performance.now();
         this.#allowVerified(a, n, ev, hold);
         this.#verifySamples[this.#verifyCount++ % SAMPLES] = performance.now() - v0;
-      } else a.listener.allow(n.id);
+      } else {
+        a.listener.allow(n.id);
+        if (t0 !== undefined) this.#sample(t0);
+      }
     } else {
       a.listener.deny(n.id, ans.errno ?? LINUX.EACCES);
       this.#denied++;
-      if (t0 !== undefined) this.#samples[this.#sampleCount++ % SAMPLES] = performance.now() - t0;
+      if (t0 !== undefined) this.#sample(t0);
     }
+  }
+
+  #sample(t0: number): void {
+    this.#samples[this.#sampleCount++ % SAMPLES] = performance.now() - t0;
   }
 }
 
@@ -369,120 +386,354 @@ function readable(fd: number): boolean {
 
 const memBuf = new Uint8Array(4096);
 const ptrBuf = new Uint8Array(8 * 512);
+const ptrView = new DataView(ptrBuf.buffer);
 const decoder = new TextDecoder();
 
+/** The target's memory could not be read (unmapped, gone, or not ours to read). */
+class MemoryUnreadable extends Error {}
+
+/**
+ * Reads the target's memory into `buf` (memBuf or ptrBuf): at most `len` bytes at `addr`, fewer
+ * where the mapping ends; ≤ 0 when nothing at `addr` can be read.
+ */
+type MemRead = (buf: Uint8Array<ArrayBuffer>, len: number, addr: bigint) => number;
+
+// struct iovec { void *iov_base; size_t iov_len; }: one local (memBuf or ptrBuf), one remote.
+const localIov = new Uint8Array(64);
+const localIovView = new DataView(localIov.buffer);
+const remoteIov = new Uint8Array(64);
+const remoteIovView = new DataView(remoteIov.buffer);
+let bufAddrs: { mem: bigint; ptr: bigint } | undefined;
+
+/**
+ * process_vm_readv: no fd to open and close per exec (the same ptrace-mode check as opening
+ * /proc/<pid>/mem). It stops at the first unreadable page, as a read of /proc/<pid>/mem does.
+ */
+function vmReader(pid: number): MemRead {
+  bufAddrs ??= {
+    mem: BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(memBuf))),
+    ptr: BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(ptrBuf))),
+  };
+  const addrs = bufAddrs;
+  return (buf, len, addr) => {
+    localIovView.setBigUint64(0, buf === memBuf ? addrs.mem : addrs.ptr, true);
+    localIovView.setBigUint64(8, BigInt(Math.min(len, buf.length)), true);
+    remoteIovView.setBigUint64(0, addr, true);
+    remoteIovView.setBigUint64(8, BigInt(len), true);
+    return Number(sys().process_vm_readv(pid, localIov, 1n, remoteIov, 1n, 0n));
+  };
+}
+
+/** pread on /proc/<pid>/mem (kept open by the caller). */
+function fdReader(fd: number): MemRead {
+  return (buf, len, addr) => Number(sys().pread(fd, buf, BigInt(Math.min(len, buf.length)), addr));
+}
+
 /** Reads a NUL-terminated string at `addr` in the target (at most `max` bytes). */
-function readString(fd: number, addr: bigint, max: number): { s: string; cut: boolean } {
-  const parts: Uint8Array[] = [];
+function readString(read: MemRead, addr: bigint, max: number): { s: string; cut: boolean } {
+  let parts: Uint8Array[] | undefined;
   let total = 0;
   let a = addr;
   while (total < max) {
     // Never cross a page in one read: the next page may be unmapped.
     const pageLeft = 4096 - Number(a & 4095n);
     const want = Math.min(pageLeft, max - total, memBuf.length);
-    const n = Number(sys().pread(fd, memBuf, BigInt(want), a));
-    if (n <= 0) throw new Error(`cannot read target memory at 0x${a.toString(16)}`);
+    const n = read(memBuf, want, a);
+    if (n <= 0) throw new MemoryUnreadable(`cannot read target memory at 0x${a.toString(16)}`);
     const nul = memBuf.subarray(0, n).indexOf(0);
     if (nul >= 0) {
+      // Most strings sit in one page: decoded in place, no copy.
+      if (!parts) return { s: decoder.decode(memBuf.subarray(0, nul)), cut: false };
       parts.push(memBuf.slice(0, nul));
       total += nul;
       return { s: join(parts, total), cut: false };
     }
-    parts.push(memBuf.slice(0, n));
+    (parts ??= []).push(memBuf.slice(0, n));
     total += n;
     a += BigInt(n);
   }
-  return { s: join(parts, total), cut: true };
+  return { s: join(parts ?? [], total), cut: true };
 }
 
 function join(parts: Uint8Array[], total: number): string {
   return decoder.decode(concatBytes(parts, total));
 }
 
-function readArgv(fd: number, addr: bigint): { argv: string[]; truncated: boolean } {
+function readArgv(read: MemRead, addr: bigint): { argv: string[]; truncated: boolean } {
   const argv: string[] = [];
   let bytes = 0;
   let a = addr;
   if (a === 0n) return { argv, truncated: false };
   for (;;) {
-    const n = Number(sys().pread(fd, ptrBuf, BigInt(ptrBuf.length), a));
-    if (n < 8) throw new Error("cannot read argv");
-    const v = new DataView(ptrBuf.buffer, 0, n - (n % 8));
-    for (let off = 0; off < v.byteLength; off += 8) {
-      const p = v.getBigUint64(off, true);
+    const n = read(ptrBuf, ptrChunk(a), a);
+    if (n < 8) throw new MemoryUnreadable("cannot read argv");
+    const end = n - (n % 8);
+    for (let off = 0; off < end; off += 8) {
+      const p = ptrView.getBigUint64(off, true);
       if (p === 0n) return { argv, truncated: false };
       if (argv.length >= GATE_LIMITS.argvStrings || bytes >= GATE_LIMITS.argvBytes) {
         return { argv, truncated: true };
       }
-      const { s, cut } = readString(fd, p, GATE_LIMITS.argvBytes - bytes);
+      // ptrBuf is not touched by readString (memBuf is): the rest of this chunk stays valid.
+      const { s, cut } = readString(read, p, GATE_LIMITS.argvBytes - bytes);
       argv.push(s);
       bytes += s.length + 1;
       if (cut) return { argv, truncated: true };
     }
-    a += BigInt(v.byteLength);
+    a += BigInt(end);
   }
 }
 
-/** Reads and resolves what a notified execve/execveat will run. */
-export function readExec(n: Notification, first: boolean): ExecEvent {
-  const sc = syscalls()!;
-  const libc = sys();
-  const mem = libc.open(cstr(`/proc/${n.pid}/mem`), LINUX.O_RDONLY | LINUX.O_CLOEXEC, 0);
-  if (mem < 0) throw new Error(`cannot open memory of pid ${n.pid} (errno ${errno()})`);
-  try {
-    const isAt = n.nr === sc.execveat;
-    const dirfd = isAt ? Number(BigInt.asIntN(32, n.args[0]!)) : AT_FDCWD;
-    const pathAddr = isAt ? n.args[1]! : n.args[0]!;
-    const argvAddr = isAt ? n.args[2]! : n.args[1]!;
-    const flags = isAt ? Number(n.args[4]! & 0xffffffffn) : 0;
-    const { s: path, cut } = pathAddr === 0n
-      ? { s: "", cut: false }
-      : readString(mem, pathAddr, GATE_LIMITS.pathBytes);
-    if (cut) throw new Error("exec path too long");
-    const { argv, truncated } = readArgv(mem, argvAddr);
-    let resolved: string;
-    if (path === "" && (flags & AT_EMPTY_PATH) && dirfd >= 0) {
-      resolved = `/proc/${n.pid}/fd/${dirfd}`;
-    } else if (dirfd === AT_FDCWD || path.startsWith("/")) resolved = inTarget(n.pid, path);
-    else resolved = `/proc/${n.pid}/fd/${dirfd}/${path}`;
-    const identity = fileIdentity(resolved);
-    const ev: ExecEvent = { pid: n.pid, path, resolved, argv, truncated, identity, first };
-    if (!identity && statId(resolved) !== undefined) ev.unreadable = true;
-    // The kernel follows `#!` up to 4 levels (BINPRM_MAX_RECURSION): so does the gate.
-    let head = identity?.head;
-    for (let level = 0; level < 5 && head; level++) {
-      const bang = shebang(head);
-      if (!bang) break;
-      if (level === 4) {
-        ev.identity = undefined; // deeper than the kernel goes: it will fail (ELOOP); unknown
-        break;
+/** How many bytes of the pointer array at `a` to read at once: to the end of its page. */
+function ptrChunk(a: bigint): number {
+  const left = 4096 - Number(a & 4095n);
+  // A pointer split across pages (a misaligned array) needs both.
+  return Math.min(ptrBuf.length, left >= 8 ? left : left + 4096);
+}
+
+// The batched reads of process_vm_readv: the path and the argv pointers in one call, then the
+// argv strings, BATCH at a time, each in a slot of SLOT bytes (or to the end of its page).
+const SLOT = 256;
+const BATCH = 64;
+const batchBuf = new Uint8Array(SLOT * BATCH);
+const batchLocal = new Uint8Array(32);
+const batchLocalView = new DataView(batchLocal.buffer);
+const batchRemote = new Uint8Array(16 * BATCH);
+const batchRemoteView = new DataView(batchRemote.buffer);
+let batchAddr: bigint | undefined;
+
+function slotLen(p: bigint): number {
+  return Math.min(SLOT, 4096 - Number(p & 4095n));
+}
+
+/**
+ * The path and the argv through process_vm_readv in two calls for most execs (the path and
+ * the pointers, then every string), where reading them one by one takes one per string. It
+ * reads the same bytes: whatever a batch did not get whole is read as `readCall` does.
+ */
+function readCallBatched(
+  pid: number,
+  read: MemRead,
+  pathAddr: bigint,
+  argvAddr: bigint,
+): { path: string; argv: string[]; truncated: boolean } {
+  if (pathAddr === 0n || argvAddr === 0n) return readCall(read, pathAddr, argvAddr);
+  const addrs = bufAddrs!;
+  batchAddr ??= BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(batchBuf)));
+  const pathLen = Math.min(4096 - Number(pathAddr & 4095n), GATE_LIMITS.pathBytes);
+  const ptrLen = ptrChunk(argvAddr);
+  batchLocalView.setBigUint64(0, addrs.mem, true);
+  batchLocalView.setBigUint64(8, BigInt(pathLen), true);
+  batchLocalView.setBigUint64(16, addrs.ptr, true);
+  batchLocalView.setBigUint64(24, BigInt(ptrLen), true);
+  batchRemoteView.setBigUint64(0, pathAddr, true);
+  batchRemoteView.setBigUint64(8, BigInt(pathLen), true);
+  batchRemoteView.setBigUint64(16, argvAddr, true);
+  batchRemoteView.setBigUint64(24, BigInt(ptrLen), true);
+  const got = Number(sys().process_vm_readv(pid, batchLocal, 2n, batchRemote, 2n, 0n));
+  if (got < pathLen + 8) return readCall(read, pathAddr, argvAddr);
+  const nul = memBuf.subarray(0, pathLen).indexOf(0);
+  if (nul < 0) return readCall(read, pathAddr, argvAddr); // it goes on in the next page
+  const path = decoder.decode(memBuf.subarray(0, nul));
+  const argv: string[] = [];
+  let bytes = 0;
+  let a = argvAddr;
+  let n = got - pathLen;
+  for (;;) {
+    if (n < 8) throw new MemoryUnreadable("cannot read argv");
+    const end = n - (n % 8);
+    let count = 0;
+    while (count * 8 < end && ptrView.getBigUint64(count * 8, true) !== 0n) count++;
+    for (let first = 0; first < count; first += BATCH) {
+      const k = Math.min(BATCH, count - first);
+      let total = 0;
+      for (let j = 0; j < k; j++) {
+        const p = ptrView.getBigUint64((first + j) * 8, true);
+        const len = slotLen(p);
+        batchRemoteView.setBigUint64(j * 16, p, true);
+        batchRemoteView.setBigUint64(j * 16 + 8, BigInt(len), true);
+        total += len;
       }
-      const interp: Interpreter = {
-        path: bang.interpreter,
-        ...(bang.arg ? { arg: bang.arg } : {}),
-        identity: fileIdentity(inTarget(n.pid, bang.interpreter)),
-      };
-      (ev.chain ??= []).push(interp);
-      ev.interpreter = interp;
-      head = interp.identity?.head;
+      batchLocalView.setBigUint64(0, batchAddr, true);
+      batchLocalView.setBigUint64(8, BigInt(total), true);
+      const filled = Number(
+        sys().process_vm_readv(pid, batchLocal, 1n, batchRemote, BigInt(k), 0n),
+      );
+      let at = 0;
+      for (let j = 0; j < k; j++) {
+        if (argv.length >= GATE_LIMITS.argvStrings || bytes >= GATE_LIMITS.argvBytes) {
+          return { path, argv, truncated: true };
+        }
+        const p = ptrView.getBigUint64((first + j) * 8, true);
+        const len = slotLen(p);
+        const max = GATE_LIMITS.argvBytes - bytes;
+        const zero = at + len <= filled ? batchBuf.subarray(at, at + len).indexOf(0) : -1;
+        // Found whole in its slot and within bounds: what readString would return; else it
+        // reads it (and fails as it would).
+        const { s, cut } = zero >= 0 && zero < max
+          ? { s: decoder.decode(batchBuf.subarray(at, at + zero)), cut: false }
+          : readString(read, p, max);
+        at += len;
+        argv.push(s);
+        bytes += s.length + 1;
+        if (cut) return { path, argv, truncated: true };
+      }
     }
-    const runs = ev.interpreter ?? { path, identity };
-    if (isLoader(runs.path, runs.identity)) {
-      // The loader run as a program: it opens and maps the program itself, no execve of it.
-      const prog = loadedProgram(argv);
-      ev.loads = prog
-        ? { ...prog, identity: fileIdentity(inTarget(n.pid, prog.path)) }
-        : { path: "", argv: [], identity: undefined, unknown: true };
+    if (count * 8 < end) return { path, argv, truncated: false }; // the NULL that ends argv
+    a += BigInt(end);
+    n = read(ptrBuf, ptrChunk(a), a);
+  }
+}
+
+/** What a notified exec passed: its path and argv, read from the target's memory. */
+function readCall(
+  read: MemRead,
+  pathAddr: bigint,
+  argvAddr: bigint,
+): { path: string; argv: string[]; truncated: boolean } {
+  const { s: path, cut } = pathAddr === 0n
+    ? { s: "", cut: false }
+    : readString(read, pathAddr, GATE_LIMITS.pathBytes);
+  if (cut) throw new Error("exec path too long");
+  const { argv, truncated } = readArgv(read, argvAddr);
+  return { path, argv, truncated };
+}
+
+/**
+ * The path and argv of the call. process_vm_readv first; where it cannot read (a page only
+ * /proc/<pid>/mem's forced access reaches, or a kernel or sandbox without it), everything is
+ * read again through /proc/<pid>/mem, as it always was.
+ */
+function readTarget(
+  pid: number,
+  pathAddr: bigint,
+  argvAddr: bigint,
+  procMemOnly = false,
+): { path: string; argv: string[]; truncated: boolean } {
+  if (!procMemOnly) {
+    try {
+      return readCallBatched(pid, vmReader(pid), pathAddr, argvAddr);
+    } catch (err) {
+      if (!(err instanceof MemoryUnreadable)) throw err;
     }
-    return ev;
+  }
+  const libc = sys();
+  const mem = libc.open(cstr(`/proc/${pid}/mem`), LINUX.O_RDONLY | LINUX.O_CLOEXEC, 0);
+  if (mem < 0) throw new Error(`cannot open memory of pid ${pid} (errno ${errno()})`);
+  try {
+    return readCall(fdReader(mem), pathAddr, argvAddr);
   } finally {
     libc.close(mem);
   }
 }
 
+/**
+ * The path and argv at these addresses of `pid`, as the gate reads them (tests compare it with
+ * `via: "proc-mem"`, the reading it falls back to).
+ */
+export function readExecArgs(
+  pid: number,
+  pathAddr: bigint,
+  argvAddr: bigint,
+  opts: { via?: "auto" | "proc-mem" } = {},
+): { path: string; argv: string[]; truncated: boolean } {
+  return readTarget(pid, pathAddr, argvAddr, opts.via === "proc-mem");
+}
+
+/** Reads and resolves what a notified execve/execveat will run. */
+export function readExec(n: Notification, first: boolean): ExecEvent {
+  const sc = syscalls()!;
+  const isAt = n.nr === sc.execveat;
+  const dirfd = isAt ? Number(BigInt.asIntN(32, n.args[0]!)) : AT_FDCWD;
+  const pathAddr = isAt ? n.args[1]! : n.args[0]!;
+  const argvAddr = isAt ? n.args[2]! : n.args[1]!;
+  const flags = isAt ? Number(n.args[4]! & 0xffffffffn) : 0;
+  const { path, argv, truncated } = readTarget(n.pid, pathAddr, argvAddr);
+  let resolved: string;
+  if (path === "" && (flags & AT_EMPTY_PATH) && dirfd >= 0) {
+    resolved = `/proc/${n.pid}/fd/${dirfd}`;
+  } else if (dirfd === AT_FDCWD || path.startsWith("/")) resolved = inTarget(n.pid, path);
+  else resolved = `/proc/${n.pid}/fd/${dirfd}/${path}`;
+  const identity = fileIdentity(resolved);
+  const ev: ExecEvent = { pid: n.pid, path, resolved, argv, truncated, identity, first };
+  if (!identity && statId(resolved) !== undefined) ev.unreadable = true;
+  // The kernel follows `#!` up to 4 levels (BINPRM_MAX_RECURSION): so does the gate.
+  let head = identity?.head;
+  for (let level = 0; level < 5 && head; level++) {
+    const bang = shebang(head);
+    if (!bang) break;
+    if (level === 4) {
+      ev.identity = undefined; // deeper than the kernel goes: it will fail (ELOOP); unknown
+      break;
+    }
+    const interp: Interpreter = {
+      path: bang.interpreter,
+      ...(bang.arg ? { arg: bang.arg } : {}),
+      identity: fileIdentity(inTarget(n.pid, bang.interpreter)),
+    };
+    (ev.chain ??= []).push(interp);
+    ev.interpreter = interp;
+    head = interp.identity?.head;
+  }
+  const runs = ev.interpreter ?? { path, identity };
+  if (isLoader(runs.path, runs.identity)) {
+    // The loader run as a program: it opens and maps the program itself, no execve of it.
+    const prog = loadedProgram(argv);
+    ev.loads = prog
+      ? { ...prog, identity: fileIdentity(inTarget(n.pid, prog.path)) }
+      : { path: "", argv: [], identity: undefined, unknown: true };
+  }
+  return ev;
+}
+
 function tgidOf(pid: number): number | undefined {
-  const m = /\nTgid:\s*(\d+)/.exec(readProcFile(`/proc/${pid}/status`) ?? "");
-  return m ? Number(m[1]) : undefined;
+  const status = procStatus(pid);
+  if (status === undefined) return undefined;
+  const tgid = statusField(status, "Tgid");
+  return tgid === "" ? undefined : Number(tgid);
+}
+
+const statusBuf = new Uint8Array(16384);
+/** Scratch for the /proc paths the gate opens on its own thread (never held across calls). */
+const procPath = new Uint8Array(256);
+
+/**
+ * /proc/<pid>/status, or undefined when the process is gone. One read: the kernel writes the
+ * whole file in one go when the buffer holds it (it is ~1.5 KB).
+ */
+function procStatus(pid: number): string | undefined {
+  const libc = sys();
+  const fd = libc.open(
+    cstrInto(`/proc/${pid}/status`, procPath),
+    LINUX.O_RDONLY | LINUX.O_CLOEXEC,
+    0,
+  );
+  if (fd < 0) return undefined;
+  try {
+    let total = 0;
+    while (total < statusBuf.length) {
+      const n = Number(
+        libc.read(fd, statusBuf.subarray(total), BigInt(statusBuf.length - total)),
+      );
+      if (n <= 0) break;
+      total += n;
+      // A short read of a seq_file: the rest would be another read returning 0.
+      if (n < 4096) break;
+    }
+    return decoder.decode(statusBuf.subarray(0, total));
+  } finally {
+    libc.close(fd);
+  }
+}
+
+/** The value of a `Name:\tvalue` line of /proc/<pid>/status ("" when absent). */
+function statusField(status: string, name: string): string {
+  const at = status.indexOf(`\n${name}:`);
+  if (at < 0) return "";
+  const start = at + name.length + 2;
+  let end = status.indexOf("\n", start);
+  if (end < 0) end = status.length;
+  return status.slice(start, end).trim();
 }
 
 /** The new image's argv (/proc/<pid>/cmdline, first 16 KiB) against what was allowed. */
@@ -507,6 +758,9 @@ function stackStart(pid: number): string | undefined {
  * to the target, not the daemon.
  */
 export function inTarget(pid: number, path: string): string {
+  if (!path.startsWith("/proc/") && !path.startsWith("/dev/")) {
+    return path.startsWith("/") ? `/proc/${pid}/root${path}` : `/proc/${pid}/cwd/${path}`;
+  }
   const self = /^\/proc\/(?:self|thread-self)(\/.*)?$/.exec(path);
   if (self) return `/proc/${pid}${self[1] ?? ""}`;
   const fd = /^\/dev\/fd(\/.*)?$/.exec(path);
@@ -591,16 +845,20 @@ const KCMP_VM = 1;
  * user exec'ing from directories it cannot write (the system's) cannot race: no check needed.
  */
 export function mayRace(pid: number, ev: ExecEvent): boolean {
-  const status = readProcFile(`/proc/${pid}/status`);
+  // /proc/<pid> belongs to the target's euid (to root when it is not dumpable): root, or a
+  // process we would then verify anyway, needs no look at its status.
+  if (sys().stat(cstrInto(`/proc/${pid}`, procPath), procStBuf) !== 0) return true;
+  if (procStView.getUint32(STAT_LAYOUT.uid, true) === 0) return true;
+  const status = procStatus(pid);
   if (status === undefined) return true;
-  const field = (name: string) => new RegExp(`\\n${name}:\\s*([^\\n]*)`).exec(status)?.[1] ?? "";
+  const field = (name: string) => statusField(status, name);
   if (Number(field("Threads")) !== 1) return true;
   const euid = Number(field("Uid").split(/\s+/)[1]);
   if (!(euid > 0)) return true;
   const ppid = Number(field("PPid"));
   if (ppid > 1 && sharesMemory(pid, ppid)) {
-    const parent = readProcFile(`/proc/${ppid}/status`) ?? "";
-    if (Number(/\nThreads:\s*(\d+)/.exec(parent)?.[1] ?? "2") !== 1) return true;
+    const parent = procStatus(ppid) ?? "";
+    if (Number(statusField(parent, "Threads") || "2") !== 1) return true;
   }
   const gids = new Set(
     [field("Gid").split(/\s+/)[1], ...field("Groups").split(/\s+/)].filter(Boolean).map(Number),
@@ -616,6 +874,9 @@ export function mayRace(pid: number, ev: ExecEvent): boolean {
   }
   return false;
 }
+
+const procStBuf = new Uint8Array(STAT_LAYOUT.size);
+const procStView = new DataView(procStBuf.buffer);
 
 function sharesMemory(a: number, b: number): boolean {
   const nr = syscalls()!.kcmp;

@@ -10,11 +10,11 @@
  */
 import { createHash } from "node:crypto";
 import {
-  cstr,
-  type FileStat,
+  cstrInto,
   LINUX,
   S_IFMT,
   S_IFREG,
+  STAT_LAYOUT,
   statFd,
   statPath,
   sys,
@@ -39,12 +39,33 @@ export interface FileIdentity {
 const cache = new Map<string, FileIdentity>();
 const chunk = new Uint8Array(1 << 20);
 
-/** The cache key: what changes when the file does (ctime too: mtime can be set back). */
-function keyOf(st: FileStat): string {
-  return `${st.dev}:${st.ino}:${st.size}:${st.mtime}:${st.ctime}`;
+// The exec gate asks for every exec: a cache hit allocates nothing but the key (the path is
+// encoded into a scratch buffer, `stat` fills a buffer of ours).
+const pathScratch = new Uint8Array(16384);
+const stBuf = new Uint8Array(STAT_LAYOUT.size);
+const stView = new DataView(stBuf.buffer);
+const stU16 = new Uint16Array(stBuf.buffer);
+/** The UTF-16 units of st_dev and st_ino, st_size, st_mtim and st_ctim (8-byte aligned). */
+const KEY_UNITS = [
+  ...range(STAT_LAYOUT.dev / 2, 8),
+  ...range(STAT_LAYOUT.st_size / 2, 4),
+  ...range(STAT_LAYOUT.mtime / 2, 8),
+  ...range(STAT_LAYOUT.ctime / 2, 8),
+];
+const keyCodes: number[] = KEY_UNITS.map(() => 0);
+
+function range(from: number, n: number): number[] {
+  return Array.from({ length: n }, (_, i) => from + i);
 }
 
-const isRegular = (st: FileStat) => (st.mode & S_IFMT) === S_IFREG;
+/**
+ * The cache key of what `stat` just filled in: what changes when the file does (dev, inode,
+ * size, mtime, and ctime too: mtime can be set back), as the raw bytes of those fields.
+ */
+function keyOfStat(): string {
+  for (let i = 0; i < KEY_UNITS.length; i++) keyCodes[i] = stU16[KEY_UNITS[i]!]!;
+  return String.fromCharCode.apply(null, keyCodes);
+}
 
 /** dev and inode of the file at `path` (following links, `/proc/<pid>/exe` too). */
 export function statId(path: string): { dev: bigint; ino: bigint } | undefined {
@@ -61,20 +82,23 @@ export function statId(path: string): { dev: bigint; ino: bigint } | undefined {
 export function fileIdentity(path: string): FileIdentity | undefined {
   let p: Uint8Array;
   try {
-    p = cstr(path);
+    p = cstrInto(path, pathScratch);
   } catch {
     return undefined;
   }
-  const st = statPath(p);
-  if (st === undefined || !isRegular(st)) return undefined;
-  const key = keyOf(st);
+  const libc = sys();
+  if (libc.stat(p, stBuf) !== 0) return undefined;
+  if ((stView.getUint32(STAT_LAYOUT.mode, true) & S_IFMT) !== S_IFREG) return undefined;
+  const key = keyOfStat();
   const cached = cache.get(key);
   if (cached) {
     cache.delete(key);
     cache.set(key, cached);
     return cached;
   }
-  const libc = sys();
+  const dev = stView.getBigUint64(STAT_LAYOUT.dev, true);
+  const ino = stView.getBigUint64(STAT_LAYOUT.ino, true);
+  const size = Number(stView.getBigInt64(STAT_LAYOUT.st_size, true));
   const fd = libc.open(p, LINUX.O_RDONLY | LINUX.O_NONBLOCK | LINUX.O_NOCTTY | LINUX.O_CLOEXEC, 0);
   if (fd < 0) return undefined;
   const hash = createHash("sha256");
@@ -82,7 +106,9 @@ export function fileIdentity(path: string): FileIdentity | undefined {
   let total = 0;
   try {
     const now = statFd(fd);
-    if (!now || !isRegular(now) || now.dev !== st.dev || now.ino !== st.ino) return undefined;
+    if (!now || (now.mode & S_IFMT) !== S_IFREG || now.dev !== dev || now.ino !== ino) {
+      return undefined;
+    }
     while (total < MAX_HASHED_BYTES) {
       const want = Math.min(chunk.length, MAX_HASHED_BYTES - total);
       const n = Number(libc.read(fd, chunk, BigInt(want)));
@@ -96,13 +122,13 @@ export function fileIdentity(path: string): FileIdentity | undefined {
     libc.close(fd);
   }
   // A bigger file is identified by its first MAX_HASHED_BYTES and its size.
-  if (total < st.size) hash.update(`\0size=${st.size}`);
+  if (total < size) hash.update(`\0size=${size}`);
   const id: FileIdentity = {
-    dev: st.dev,
-    ino: st.ino,
-    size: st.size,
+    dev,
+    ino,
+    size,
     sha256: hash.digest("hex"),
-    partial: total < st.size,
+    partial: total < size,
     head,
   };
   cache.set(key, id);

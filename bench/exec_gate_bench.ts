@@ -1,0 +1,145 @@
+/**
+ * (j) The exec gate: exec-heavy work with the gate on and off, and the gate's decision time per
+ * execve (notification received → answer sent) for cached programs.
+ *
+ * Standalone: `deno run -P=bench --no-prompt bench/exec_gate_bench.ts` (BENCH_QUICK=1 for a
+ * short run; EXEC_GATE_ONLY_DECISION=1 skips the gate-off side and the C build).
+ */
+import { policyPort } from "../src/daemon/mod.ts";
+import { Config } from "../src/config/mod.ts";
+import { loadShellParser } from "../src/policy/mod.ts";
+import { testRuntime } from "../src/control/_test_util.ts";
+import { preloadNative } from "../src/pty/mod.ts";
+
+function pct(samples: number[], p: number): number {
+  const s = [...samples].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+}
+const ms = (n: number) => `${n.toFixed(3)} ms`;
+
+export async function execGateBench(
+  opts: {
+    quick: boolean;
+    out: (line: string) => void;
+    env: Record<string, string>;
+    /** Hidden from sessions (the control plane's stand-in). */
+    hide: string[];
+    /** Only the gated runtime and the exec loops (no C build, no gate-off side). */
+    decisionOnly?: boolean;
+  },
+): Promise<void> {
+  const { quick, out, env, hide } = opts;
+  // A policy with a deny rule, so every exec is really decided (name, argv, content identity).
+  await loadShellParser();
+  const config = Config.parse({ policies: { default: { deny: ["touch *"] } } });
+  const gated = await testRuntime({
+    // As the daemon wires it: with the gate on, a program file is decided at its exec.
+    policy: policyPort(config, { PATH: env.PATH, execGate: () => true }),
+    engine: { env, record: false, sandbox: { mode: "auto", hide } },
+  });
+  // The same static layer on both sides (so only the gate differs).
+  const plain = await testRuntime({
+    policy: policyPort(config, { PATH: env.PATH, execGate: () => true }),
+    engine: { env, record: false, sandbox: { mode: "off", hide: [] } },
+  });
+  const loops = quick ? 500 : 2000;
+  // A small C project built with make -j2 (cc, cc1, as, collect2, ld: execs doing real work).
+  // Outside the hidden dirs: those are hidden from sessions.
+  const build = await Deno.makeTempDir({ prefix: "termada-bench-build-" });
+  const units = Array.from({ length: 8 }, (_, i) => `u${i}`);
+  for (const u of units) {
+    Deno.writeTextFileSync(`${build}/${u}.c`, `int ${u}(int x) { return x * ${u.length} + 1; }\n`);
+  }
+  Deno.writeTextFileSync(
+    `${build}/main.c`,
+    `${units.map((u) => `int ${u}(int);`).join(" ")}\nint main(void) { return ${
+      units.map((u) => `${u}(0)`).join(" + ")
+    } == 8 ? 0 : 1; }\n`,
+  );
+  Deno.writeTextFileSync(
+    `${build}/Makefile`,
+    `OBJS = main.o ${units.map((u) => `${u}.o`).join(" ")}\nprog: $(OBJS)\n\tcc -o prog $(OBJS)\n` +
+      `%.o: %.c\n\tcc -O1 -c $< -o $@\nclean:\n\trm -f prog *.o\n`,
+  );
+  const haveCc = (() => {
+    try {
+      return Deno.statSync("/usr/bin/cc").isFile && Deno.statSync("/usr/bin/make").isFile;
+    } catch {
+      return false;
+    }
+  })();
+  const work = [
+    ...(haveCc && !opts.decisionOnly
+      ? [
+        [
+          "make -j2 of 9 C files (cc + ld)",
+          `make -s -C ${build} clean && make -s -j2 -C ${build}`,
+        ] as const,
+      ]
+      : []),
+    [`${loops} × /bin/true in a loop`, `for i in $(seq ${loops}); do /bin/true; done`],
+    [
+      `parallel build-like (xargs -P4, ${loops / 2} × /bin/echo)`,
+      `seq ${loops / 2} | xargs -P 4 -n 1 /bin/echo > /dev/null`,
+    ],
+  ] as const;
+  const reps = quick ? 2 : 4;
+  const sides = opts.decisionOnly
+    ? [["on", gated]] as const
+    : [["on", gated], ["off", plain]] as const;
+  try {
+    for (const [label, line] of work) {
+      const times: Record<string, number[]> = { on: [], off: [] };
+      // Interleaved, so a noisy machine hurts both sides alike.
+      for (let r = 0; r < reps; r++) {
+        for (const [k, rt] of sides) {
+          const t0 = performance.now();
+          const j = await rt.engine.run("bench", { command: [line], timeout_ms: 300_000 });
+          times[k]!.push(performance.now() - t0);
+          if (j.exit_code !== 0) throw new Error(`${label}: ${JSON.stringify(j).slice(0, 300)}`);
+        }
+      }
+      const on = pct(times.on!, 50);
+      if (opts.decisionOnly) {
+        out(`(j) ${label}: gate on ${ms(on)} (median of ${reps})`);
+        continue;
+      }
+      const off = pct(times.off!, 50);
+      out(
+        `(j) ${label}: gate on ${ms(on)}, off ${ms(off)} (median of ${reps}; +${
+          ((on / off - 1) * 100).toFixed(1)
+        } %; target ≤ +15 %)`,
+      );
+    }
+    const st = gated.control.execGateStats();
+    out(
+      `    exec decision (notification received → answer sent: target memory, resolve, ` +
+        `identity cache, policy): p50 ${st.p50Us} µs, p99 ${st.p99Us} µs over ${st.decisions} ` +
+        `execs (target p50 ≤ 50 µs)`,
+    );
+    out(
+      `    after-exec check (held frozen until the new image is verified; ${st.verified} execs ` +
+        `could race, e.g. as root): p50 ${st.verifyP50Us} µs, p99 ${st.verifyP99Us} µs`,
+    );
+  } finally {
+    await gated[Symbol.asyncDispose]();
+    await plain[Symbol.asyncDispose]();
+    await Deno.remove(build, { recursive: true }).catch(() => {});
+  }
+}
+
+if (import.meta.main) {
+  preloadNative();
+  const dir = await Deno.makeTempDir({ prefix: "termada-bench-" });
+  try {
+    await execGateBench({
+      quick: Deno.env.get("BENCH_QUICK") === "1",
+      decisionOnly: Deno.env.get("EXEC_GATE_ONLY_DECISION") === "1",
+      out: (line) => Deno.stdout.writeSync(new TextEncoder().encode(line + "\n")),
+      env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: dir, LANG: "C.UTF-8" },
+      hide: [dir],
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}

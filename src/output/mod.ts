@@ -31,4 +31,11 @@ export {
 export { completeEnd, isCont, utf8Length } from "./utf8.ts";
 export { RAW_RING_DEFAULT_CAPACITY, RawRing, type RawSince } from "./raw_ring.ts";
 export { type AsciicastOptions, AsciicastRecorder } from "./asciicast.ts";
-export { ScreenMirror, type ScreenMirrorOptions, type ScreenSnapshot } from "./screen.ts";
+export {
+  type ScreenChanges,
+  ScreenMirror,
+  type ScreenMirrorOptions,
+  type ScreenModes,
+  type ScreenRow,
+  type ScreenSnapshot,
+} from "./screen.ts";

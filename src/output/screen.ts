@@ -6,6 +6,12 @@
  *
  * Resizes are recorded at the ring offset where they happened and applied between the same bytes
  * when the parser catches up, so output written before a resize is laid out at the old size.
+ *
+ * Change tracking (`since`) compares rendered row text, not xterm internals: every read compares
+ * each row with the text the previous read saw and stamps the rows that differ with a new
+ * generation. A cursor names a generation, so the rows changed since it are the rows stamped
+ * later. Memory is one string and one number per row whatever the number of readers, and it
+ * survives `release()` and replays (the text is what counts).
  */
 import type xterm from "@xterm/headless";
 import { TermadaError } from "../shared/mod.ts";
@@ -21,6 +27,21 @@ import type { RawRing } from "./raw_ring.ts";
 const WRITE_CHUNK = 64 * 1024;
 /** Resizes remembered within the ring's window; older intermediate sizes are forgotten. */
 const MAX_RESIZES = 64;
+/** Screen cursors: `s` + the mirror's id + `.` + the generation, both base 36. */
+const SCREEN_CURSOR = /^s([0-9a-z]{1,16})\.(0|[1-9a-z][0-9a-z]{0,10})$/;
+
+function mirrorId(): string {
+  const [a] = crypto.getRandomValues(new Uint32Array(1));
+  return a!.toString(36);
+}
+
+/** Terminal modes the program set, which decide the bytes keys and pastes must be sent as. */
+export interface ScreenModes {
+  /** DECCKM (`CSI ? 1 h`): cursor keys, Home and End send `SS3 …`. */
+  applicationCursor: boolean;
+  /** DEC mode 2004 (`CSI ? 2004 h`): the program wants pastes bracketed. */
+  bracketedPaste: boolean;
+}
 
 export interface ScreenSnapshot {
   /** The visible rows, top to bottom, without trailing blanks. */
@@ -35,11 +56,37 @@ export interface ScreenSnapshot {
   alternate: boolean;
 }
 
+/** One row of the screen: `row` is 0-based from the top, `text` without trailing blanks. */
+export interface ScreenRow {
+  row: number;
+  text: string;
+}
+
+/** The screen as `since(cursor)` sees it: only the rows that changed after the cursor. */
+export interface ScreenChanges extends Omit<ScreenSnapshot, "lines"> {
+  modes: ScreenModes;
+  /** Pass to the next `since()` to get only the rows that change after this read. */
+  nextCursor: string;
+  /**
+   * True when `lines` holds every row: no cursor, one from another screen (a new session, a
+   * restarted daemon), or one from before the screen's size changed.
+   */
+  full: boolean;
+  /** The rows whose text changed after the cursor (every row when `full`), top to bottom. */
+  lines: ScreenRow[];
+}
+
 export interface ScreenMirrorOptions {
   cols: number;
   rows: number;
   /** Lines kept above the screen by the parser (default 0: only the screen matters here). */
   scrollback?: number;
+}
+
+/** What one read of the terminal gives: all rows, plus what change tracking needs. */
+interface ScreenRead extends ScreenSnapshot {
+  modes: ScreenModes;
+  nextCursor: string;
 }
 
 interface SizeChange {
@@ -83,6 +130,17 @@ export class ScreenMirror {
   #chain: Promise<unknown> = Promise.resolve();
   #busy = false;
   #disposed = false;
+  // Change tracking. `#gen` is the newest generation; rows stamped after a cursor's generation
+  // changed after it. `#baseGen` is the generation of the last size change: older cursors get the
+  // full screen.
+  readonly #id = mirrorId();
+  #gen = 0;
+  #baseGen = 0;
+  #rowText: string[] = [];
+  #rowGen: number[] = [];
+  #trackedCols = 0;
+  /** The last read and what it was read from: reused while no byte or resize reached xterm. */
+  #last: { read: ScreenRead; term: xterm.Terminal; fed: number; applied: number } | null = null;
 
   constructor(ring: RawRing, options: ScreenMirrorOptions) {
     checkSize(options.cols, options.rows);
@@ -124,11 +182,57 @@ export class ScreenMirror {
    * Rejects with `STOPPED` after `dispose()`.
    */
   snapshot(): Promise<ScreenSnapshot> {
-    // The screen as of this call, even if earlier snapshots are still catching up.
+    return this.#enqueue(({ modes: _m, nextCursor: _c, ...snap }) => snap);
+  }
+
+  /**
+   * Like `snapshot()`, but `lines` holds only the rows whose text changed after `cursor` (a
+   * `nextCursor` of an earlier read of this mirror), each with its row number; nothing changed
+   * gives `lines: []` and the same `nextCursor`. Without a cursor, or with one this mirror cannot
+   * answer (another mirror's, or from before the size changed), every row comes back and `full`
+   * is true. A string that is not a screen cursor is INVALID_ARGUMENT.
+   */
+  since(cursor?: string): Promise<ScreenChanges> {
+    let from: number | undefined;
+    try {
+      from = cursor === undefined ? undefined : this.#parseCursor(cursor);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#enqueue((snap) => {
+      const gen = from ?? -1;
+      const full = gen < this.#baseGen || gen > this.#gen;
+      const lines: ScreenRow[] = [];
+      for (let row = 0; row < snap.lines.length; row++) {
+        if (full || this.#rowGen[row]! > gen) lines.push({ row, text: snap.lines[row]! });
+      }
+      return { ...snap, full, lines };
+    });
+  }
+
+  /** The modes the program has set, as of the output so far (parses what is new, like a read). */
+  modes(): Promise<ScreenModes> {
+    return this.#enqueue((snap) => snap.modes);
+  }
+
+  /** Runs `then` on the screen as of this call, after earlier reads (one catch-up at a time). */
+  #enqueue<T>(then: (snap: ScreenRead) => T): Promise<T> {
     const target = this.#ring.totalBytes;
-    const run = this.#chain.then(() => this.#snapshot(target));
-    this.#chain = run.catch(() => {/* the caller of this snapshot gets the error */});
+    // `then` runs in the same turn as the read, before a later read can stamp rows again.
+    const run = this.#chain.then(() => this.#snapshot(target)).then(then);
+    this.#chain = run.catch(() => {/* the caller of this read gets the error */});
     return run;
+  }
+
+  /** The generation in a screen cursor of this mirror, or -1 for another mirror's cursor. */
+  #parseCursor(cursor: string): number {
+    const m = SCREEN_CURSOR.exec(cursor);
+    if (m === null) {
+      throw new TermadaError("INVALID_ARGUMENT", `Invalid screen cursor "${cursor.slice(0, 64)}"`, {
+        hint: "Pass the next_cursor of an earlier session_screen, or none for the whole screen",
+      });
+    }
+    return m[1] === this.#id ? parseInt(m[2]!, 36) : -1;
   }
 
   /**
@@ -149,7 +253,7 @@ export class ScreenMirror {
     if (!this.#busy) this.#disposeTerminal();
   }
 
-  async #snapshot(target: number): Promise<ScreenSnapshot> {
+  async #snapshot(target: number): Promise<ScreenRead> {
     this.#checkLive();
     this.#busy = true;
     try {
@@ -208,20 +312,62 @@ export class ScreenMirror {
     await write(term, bytes.subarray(done - from));
   }
 
-  #read(term: xterm.Terminal): ScreenSnapshot {
+  #read(term: xterm.Terminal): ScreenRead {
+    const last = this.#last;
+    if (last?.term === term && last.fed === this.#fed && last.applied === this.#applied) {
+      // Nothing was parsed since: the same screen (an agent polling an idle program costs ~1 µs).
+      return { ...last.read, lines: last.read.lines.slice() };
+    }
     const buffer = term.buffer.active;
     const lines: string[] = [];
     for (let y = 0; y < term.rows; y++) {
       lines.push(buffer.getLine(buffer.baseY + y)?.translateToString(true) ?? "");
     }
-    return {
+    this.#track(lines, term.cols);
+    const modes = term.modes;
+    const read: ScreenRead = {
       lines,
       cursor: { x: buffer.cursorX, y: buffer.cursorY },
       cols: term.cols,
       rows: term.rows,
       title: this.#title,
       alternate: buffer.type === "alternate",
+      modes: {
+        applicationCursor: modes.applicationCursorKeysMode,
+        bracketedPaste: modes.bracketedPasteMode,
+      },
+      nextCursor: `s${this.#id}.${this.#gen.toString(36)}`,
     };
+    this.#last = {
+      read: { ...read, lines: lines.slice() },
+      term,
+      fed: this.#fed,
+      applied: this.#applied,
+    };
+    return read;
+  }
+
+  /** Stamps the rows whose text differs from the last read with a new generation. */
+  #track(lines: string[], cols: number): void {
+    if (cols !== this.#trackedCols || lines.length !== this.#rowText.length) {
+      // A new size (or the first read): every row is new, older cursors get the full screen.
+      this.#gen++;
+      this.#baseGen = this.#gen;
+      this.#trackedCols = cols;
+      this.#rowText = lines.slice();
+      this.#rowGen = lines.map(() => this.#gen);
+      return;
+    }
+    const next = this.#gen + 1;
+    let changed = false;
+    for (let y = 0; y < lines.length; y++) {
+      if (lines[y] !== this.#rowText[y]) {
+        this.#rowText[y] = lines[y]!;
+        this.#rowGen[y] = next;
+        changed = true;
+      }
+    }
+    if (changed) this.#gen = next;
   }
 
   /** Forgets sizes the terminal no longer needs, keeping the one in effect at `startOffset`. */
@@ -252,6 +398,7 @@ export class ScreenMirror {
     const term = this.#term;
     this.#term = null;
     this.#applied = 0;
+    this.#last = null;
     term?.dispose();
   }
 }

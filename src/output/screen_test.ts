@@ -237,3 +237,170 @@ Deno.test("screen mirror dispose is idempotent and stops snapshots", async (t) =
     assert.equal(s.screen.hasTerminal, false);
   });
 });
+
+const rows = (c: { lines: { row: number; text: string }[] }) => c.lines.map((l) => [l.row, l.text]);
+
+Deno.test("screen since without a cursor gives every row, then only what changed", async () => {
+  using s = session(20, 4);
+  s.write("$ ls\r\na b\r\n$ ");
+  const first = await s.screen.since();
+  assert.equal(first.full, true);
+  assert.deepEqual(rows(first), [[0, "$ ls"], [1, "a b"], [2, "$ "], [3, ""]]);
+  assert.deepEqual(first.cursor, { x: 2, y: 2 });
+  assert.match(first.nextCursor, /^s[0-9a-z]+\.[0-9a-z]+$/);
+
+  // Nothing new: no rows, the same cursor (an agent loop can poll cheaply).
+  const idle = await s.screen.since(first.nextCursor);
+  assert.deepEqual([idle.full, idle.lines, idle.nextCursor], [false, [], first.nextCursor]);
+  // Output that leaves the text as it was (colours, cursor moves) changes no row either.
+  s.write("\x1b[31m\x1b[0m\x1b[1;1H");
+  const moved = await s.screen.since(first.nextCursor);
+  assert.deepEqual([moved.lines, moved.cursor], [[], { x: 0, y: 0 }]);
+
+  s.write("\x1b[3;3Hcat");
+  const typed = await s.screen.since(first.nextCursor);
+  assert.deepEqual([typed.full, rows(typed)], [false, [[2, "$ cat"]]]);
+  assert.notEqual(typed.nextCursor, first.nextCursor);
+  // snapshot() is unchanged in shape (session_screen's wire type) and shares the tracking.
+  const snap = await s.screen.snapshot();
+  assert.deepEqual(Object.keys(snap).sort(), [
+    "alternate",
+    "cols",
+    "cursor",
+    "lines",
+    "rows",
+    "title",
+  ]);
+  assert.deepEqual((await s.screen.since(typed.nextCursor)).lines, []);
+});
+
+Deno.test("screen since follows a vi-like full-screen session", async () => {
+  using s = session(30, 6);
+  s.write("$ vi notes\r\n");
+  const shell = await s.screen.since();
+  // Enter the alternate screen and draw the whole editor, as vim does.
+  s.write("\x1b[?1049h\x1b[?1h\x1b=\x1b[?2004h\x1b[H\x1b[2J");
+  s.write('hello\r\n~\r\n~\r\n~\r\n~\r\n\x1b[7m"notes" 1L\x1b[0m\x1b[1;1H');
+  const editor = await s.screen.since(shell.nextCursor);
+  assert.equal(editor.alternate, true);
+  assert.deepEqual(editor.modes, { applicationCursor: true, bracketedPaste: true });
+  // Every row differs from the shell's: all come back, though the cursor was not "full".
+  assert.equal(editor.full, false);
+  assert.deepEqual(rows(editor), [
+    [0, "hello"],
+    [1, "~"],
+    [2, "~"],
+    [3, "~"],
+    [4, "~"],
+    [5, '"notes" 1L'],
+  ]);
+
+  // Insert mode: the edited line and the status line change, nothing else.
+  s.write("\x1b[6;1H\x1b[K-- INSERT --\x1b[1;6H world");
+  const insert = await s.screen.since(editor.nextCursor);
+  assert.deepEqual(rows(insert), [[0, "hello world"], [5, "-- INSERT --"]]);
+  assert.deepEqual(insert.cursor, { x: 11, y: 0 });
+
+  // A full redraw with the same text (vim's CTRL-L) changes no row.
+  s.write("\x1b[H\x1b[2Jhello world\r\n~\r\n~\r\n~\r\n~\r\n-- INSERT --\x1b[1;12H");
+  assert.deepEqual((await s.screen.since(insert.nextCursor)).lines, []);
+
+  // An older cursor sees everything changed since it, merged.
+  assert.deepEqual(rows(await s.screen.since(editor.nextCursor)), rows(insert));
+
+  // Leaving: the shell's rows come back, the modes are reset by the program.
+  s.write("\x1b[?2004l\x1b[?1l\x1b>\x1b[?1049l");
+  const back = await s.screen.since(insert.nextCursor);
+  assert.equal(back.alternate, false);
+  assert.deepEqual(back.modes, { applicationCursor: false, bracketedPaste: false });
+  assert.deepEqual(rows(back), [[0, "$ vi notes"], [1, ""], [2, ""], [3, ""], [4, ""], [5, ""]]);
+  // Since the shell's cursor: rows that changed and changed back are reported (with their text),
+  // never missed.
+  assert.deepEqual(rows(await s.screen.since(shell.nextCursor)), rows(back));
+});
+
+Deno.test("screen since reports every row a scroll moved", async () => {
+  using s = session(10, 3);
+  s.write("a\r\nb\r\nc");
+  const before = await s.screen.since();
+  s.write("\r\nd");
+  const after = await s.screen.since(before.nextCursor);
+  assert.deepEqual(rows(after), [[0, "b"], [1, "c"], [2, "d"]]);
+  // A scroll region (less, vim) moves only the rows inside it.
+  s.write("\x1b[H\x1b[2Jtop\r\nx\r\nbar\x1b[1;2r\x1b[2;1H");
+  const region = await s.screen.since();
+  s.write("\r\ny\x1b[r");
+  assert.deepEqual(rows(await s.screen.since(region.nextCursor)), [[0, "x"], [1, "y"]]);
+});
+
+Deno.test("screen since gives the full screen after a resize", async () => {
+  using s = session(20, 3);
+  s.write("one\r\ntwo");
+  const before = await s.screen.since();
+  s.screen.resize(30, 4);
+  const resized = await s.screen.since(before.nextCursor);
+  assert.deepEqual([resized.full, resized.cols, resized.rows], [true, 30, 4]);
+  assert.deepEqual(rows(resized), [[0, "one"], [1, "two"], [2, ""], [3, ""]]);
+  // The new cursor works again; the one from before the resize stays full.
+  s.write("!");
+  assert.deepEqual(rows(await s.screen.since(resized.nextCursor)), [[1, "two!"]]);
+  assert.equal((await s.screen.since(before.nextCursor)).full, true);
+  // A column-only change is a new size too.
+  s.screen.resize(25, 4);
+  assert.equal((await s.screen.since(resized.nextCursor)).full, true);
+});
+
+Deno.test("screen since reports modes and the title", async () => {
+  using s = session(20, 2);
+  assert.deepEqual(await s.screen.modes(), { applicationCursor: false, bracketedPaste: false });
+  s.write("\x1b[?2004h");
+  assert.deepEqual(await s.screen.modes(), { applicationCursor: false, bracketedPaste: true });
+  s.write("\x1b[?1h");
+  assert.deepEqual(await s.screen.modes(), { applicationCursor: true, bracketedPaste: true });
+  s.write("\x1b[?2004l\x1b[?1l\x1b]2;top - 10:00\x07");
+  const c = await s.screen.since();
+  assert.deepEqual(c.modes, { applicationCursor: false, bracketedPaste: false });
+  assert.equal(c.title, "top - 10:00");
+  // A title change alone changes no row; the title is in every answer.
+  s.write("\x1b]0;top - 10:01\x07");
+  const next = await s.screen.since(c.nextCursor);
+  assert.deepEqual([next.lines, next.title], [[], "top - 10:01"]);
+});
+
+Deno.test("screen since cursors survive release and replay, not another screen", async () => {
+  using s = session(20, 2);
+  using other = session(20, 2);
+  s.write("kept\r\nsame");
+  const c = await s.screen.since();
+  s.screen.release();
+  s.write("!");
+  const replayed = await s.screen.since(c.nextCursor);
+  assert.deepEqual([replayed.full, rows(replayed)], [false, [[1, "same!"]]]);
+
+  other.write("x");
+  const foreign = await other.screen.since(c.nextCursor);
+  assert.deepEqual([foreign.full, foreign.lines.length], [true, 2]);
+  // A cursor from the future of this screen (forged) is answered in full too.
+  const id = c.nextCursor.slice(0, c.nextCursor.indexOf("."));
+  assert.equal((await s.screen.since(`${id}.zz`)).full, true);
+
+  const invalid = (err: unknown) => err instanceof TermadaError && err.code === "INVALID_ARGUMENT";
+  for (const bad of ["", "c1a", "s.1", "sabc.", "sabc.01", "s!.1", `s${"a".repeat(17)}.1`]) {
+    await assert.rejects(s.screen.since(bad), invalid, bad);
+  }
+});
+
+Deno.test("screen since answers concurrent readers each as of its call", async () => {
+  using s = session(20, 3, 1 << 20);
+  s.write("start");
+  const base = await s.screen.since();
+  s.write("\r\n" + "a".repeat(100_000)); // keeps xterm busy for several turns
+  const first = s.screen.since(base.nextCursor);
+  s.write("\x1b[2J\x1b[Hdone");
+  const second = s.screen.since(base.nextCursor);
+  const [a, b] = await Promise.all([first, second]);
+  assert.deepEqual(rows(a), [[0, "a".repeat(20)], [1, "a".repeat(20)], [2, "a".repeat(20)]]);
+  assert.deepEqual(rows(b), [[0, "done"], [1, ""], [2, ""]]);
+  // The first answer's cursor gives exactly what the second read changed.
+  assert.deepEqual(rows(await s.screen.since(a.nextCursor)), rows(b));
+});

@@ -10,6 +10,7 @@ import type { MissionService } from "../mission/mod.ts";
 import { type EventBus, TermadaError } from "../shared/mod.ts";
 import {
   type ApprovalList,
+  ASCIICAST_MEDIA_TYPE,
   type AuditResumeResult,
   type DaemonStatus,
   type Decision,
@@ -25,6 +26,10 @@ import {
   type OperatorSessionList,
   OperatorSnapshotCreateInput,
   OperatorTypeInput,
+  RECORDING_HEADERS,
+  type RecordingInfo,
+  type RecordingList,
+  RecordingsQuery,
   ResizeInput,
   ServerAddInput,
   type SnapshotCreateResult,
@@ -267,6 +272,28 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
     async (c) =>
       c.json({ ok: true, ...(await ops.snapshots().remove(operatorOf(c), snapshotId(c))) }),
   );
+  // ── recordings (src/control/recordings.ts; docs/_draft_replay.md) ──
+  api.get("/recordings", async (c) => {
+    const q = query(c, RecordingsQuery);
+    return c.json(await ops.recordings().list(q.limit) satisfies RecordingList);
+  });
+  api.get(
+    "/recordings/:id",
+    async (c) => c.json(await ops.recordings().info(c.req.param("id")) satisfies RecordingInfo),
+  );
+  // The asciicast itself, every part joined, streamed (the body closes the files it holds).
+  api.get("/sessions/:id/recording", async (c) => {
+    const cast = await ops.recordings().open(c.req.param("id"));
+    return c.body(cast.body, 200, {
+      "content-type": ASCIICAST_MEDIA_TYPE,
+      "content-disposition": `attachment; filename="${cast.info.session_id}.cast"`,
+      "cache-control": "no-store",
+      [RECORDING_HEADERS.parts]: String(cast.parts),
+      [RECORDING_HEADERS.omittedBytes]: String(cast.omittedBytes),
+      [RECORDING_HEADERS.live]: String(cast.info.live),
+    });
+  });
+  // ── end of recordings ──
   api.post("/stop", async (c) => {
     const r = await ops.stopAll(operatorOf(c), await body(c, StopInput));
     return c.json({ ok: true, ...r } satisfies StopResult);

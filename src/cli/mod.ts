@@ -46,6 +46,10 @@ Usage:
   termada unlock [--identity FILE | --passphrase-file FILE] | termada lock
       The age-encrypted vault (<state>/vault.age): values agents use by reference and never
       see. Values come from stdin or a hidden prompt, never from the command line.
+  termada replay SESSION [--speed X] [--max-idle S]
+  termada export SESSION [--out FILE|-] [--force] [--json]
+      A session's recording (live or closed): played in this terminal with its timing (q
+      stops), or saved as one asciicast v2 file for asciinema play and the web player.
   termada dashboard [--open]
       Print (or open) the tokenized URL of the live dashboard.
   termada top
@@ -99,6 +103,8 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   service: async (a) => (await import("./service.ts")).serviceCommand(a, OUT),
   update: async (a) => (await import("./update.ts")).updateCommand(a, OUT),
   snapshot: async (a) => (await import("./snapshot.ts")).snapshotCommand(a, OUT),
+  replay: async (a) => (await import("./replay.ts")).replayCommand(a, OUT),
+  export: async (a) => (await import("./replay.ts")).exportCommand(a, OUT),
   serve: async (args) =>
     (await import("./serve.ts")).serveCommand(args, {
       version: VERSION,

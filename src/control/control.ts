@@ -4,6 +4,7 @@
  * `presence` (connections, reaping). Every side effect those take passes the one gateway and is
  * written by the one trail to the one audit log, mirrored on the one event bus.
  */
+import { join } from "node:path";
 import {
   Engine,
   type EngineLimits,
@@ -18,6 +19,7 @@ import { AgentOps } from "./agent.ts";
 import { ApprovalBook } from "./approvals.ts";
 import { Gateway, type PolicyPort } from "./gateway.ts";
 import { OperatorOps } from "./operator.ts";
+import { RecordingOps } from "./recordings.ts";
 import { Presence } from "./presence.ts";
 import { RemoteOps, type RemoteSetup } from "./remote.ts";
 import { VaultOps } from "./vault.ts";
@@ -168,6 +170,13 @@ export class Control {
       store: o.store,
       ...(o.policy.allBudgets ? { budgetRules: () => o.policy.allBudgets!() } : {}),
       snapshots: this.agents.snapshotOps,
+      recordings: new RecordingOps({
+        dir: o.engine.recordingsDir ?? join(o.engine.runtimeDir, "recordings"),
+        enabled: o.engine.record !== false,
+        sessions: engine.registry,
+        store: o.store,
+        keepFiles: o.engine.recording?.keepFiles,
+      }),
     });
     this.presence = new Presence({
       engine,

@@ -8,6 +8,7 @@
 import type { RemoteOps } from "./remote.ts";
 import type { VaultOps } from "./vault.ts";
 import type { SnapshotOps } from "./snapshots.ts";
+import type { RecordingOps } from "./recordings.ts";
 import {
   type Engine,
   type LeaseAction,
@@ -54,6 +55,8 @@ export interface OperatorOpsOptions {
   budgetRules?: () => readonly BudgetRule[];
   /** Snapshots: list, show, take, restore, remove. */
   snapshots?: SnapshotOps;
+  /** Session recordings: list, read back as one cast (src/control/recordings.ts). */
+  recordings?: RecordingOps;
 }
 
 export interface StopAllResult {
@@ -73,6 +76,12 @@ export class OperatorOps {
   snapshots(): SnapshotOps {
     if (this.#o.snapshots) return this.#o.snapshots;
     throw new TermadaError("NOT_SUPPORTED", "This daemon keeps no snapshots");
+  }
+
+  /** Session recordings (list, read); NOT_SUPPORTED when this daemon has none. */
+  recordings(): RecordingOps {
+    if (this.#o.recordings) return this.#o.recordings;
+    throw new TermadaError("NOT_SUPPORTED", "This daemon keeps no session recordings");
   }
 
   /** The vault's operator use cases; NOT_SUPPORTED when this daemon has none. */

@@ -166,3 +166,11 @@ export {
   SnapshotRestoreResult,
   SnapshotView,
 } from "./snapshots.ts";
+export {
+  ASCIICAST_MEDIA_TYPE,
+  RECORDING_HEADERS,
+  RECORDING_WIRE_LIMITS,
+  RecordingInfo,
+  RecordingList,
+  RecordingsQuery,
+} from "./recordings.ts";

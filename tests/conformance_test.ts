@@ -386,9 +386,14 @@ const TOOL_CASES: Record<string, ToolSpec> = {
         assert.equal(done.exit_code, 0);
         assert.match(String(done.output), /hello ada\n$/);
       }),
-      errCase("NOT_AWAITING_INPUT", "a running job that does not read", async (fx) => {
+      errCase("NOT_AWAITING_INPUT", "a job that has ended", async (fx) => {
         const { job_id } = await fx.sleeper();
+        await ok(fx.c, "exec_kill", { job_id, grace_ms: 200 });
         await fails(fx.c, "exec_write", { job_id, input: "x" }, "NOT_AWAITING_INPUT");
+      }),
+      errCase("NOT_AWAITING_INPUT", "a vault value to a running job", async (fx) => {
+        const { job_id } = await fx.sleeper();
+        await fails(fx.c, "exec_write", { job_id, vault: "conf-any" }, "NOT_AWAITING_INPUT");
       }),
       errArgs("exec_write", "NOT_FOUND", "unknown job", { job_id: FAKE.job, input: "x" }),
       errArgs("exec_write", "INVALID_ARGUMENT", "missing input", { job_id: FAKE.job }),

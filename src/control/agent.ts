@@ -8,6 +8,7 @@ import {
   type CallOptions,
   COMMAND_READER_NAMES,
   DEFAULT_RUN_WAIT_MS,
+  encodeKeys,
   type Engine,
   type Job,
   type LaunchSpec,
@@ -36,6 +37,7 @@ import type {
   SessionCreateInput,
   SessionIdInput,
   SessionInfo,
+  SessionScreenInput,
 } from "../wire/mod.ts";
 import { splitEnv } from "../wire/mod.ts";
 import type { ApprovalBook } from "./approvals.ts";
@@ -47,6 +49,36 @@ import type { Trail } from "./trail.ts";
 import { type AgentVaultEntry, assertDataVariables, type VaultOps } from "./vault.ts";
 
 /** Programs whose stdin lines are commands: a line typed into them is checked like a command. */
+
+function notAtPrompt(jobId: string, why: string): TermadaError {
+  return new TermadaError(
+    "NOT_AWAITING_INPUT",
+    `Cannot write to job "${jobId}" while it runs: ${why}`,
+    {
+      details: { job_id: jobId },
+      hint: "Wait for its prompt with exec_wait until.prompt, then exec_write",
+    },
+  );
+}
+
+/**
+ * The text of encoded keys. Where the reader runs what it reads (a shell, an interpreter, a
+ * program on a server), only text, Tab, Enter, Ctrl-C and Ctrl-D: editing keys (arrows, Ctrl-U,
+ * Escape sequences) would make another line than the one the policy checks.
+ */
+function keysText(bytes: Uint8Array, jobId: string, commands: boolean): string {
+  const text = new TextDecoder().decode(bytes);
+  // deno-lint-ignore no-control-regex
+  if (commands && /[\x00-\x02\x05-\x08\x0b-\x0c\x0e-\x1f\x7f]/.test(text)) {
+    throw new TermadaError(
+      "INVALID_ARGUMENT",
+      `Cannot send editing keys to job "${jobId}": what reads them runs commands, and keys ` +
+        "that edit the line would run another line than the policy checked",
+      { details: { job_id: jobId }, hint: 'Send text and "Enter" (or "C-c"), or use "input"' },
+    );
+  }
+  return text;
+}
 
 export interface AgentOpsOptions {
   engine: Engine;
@@ -198,9 +230,27 @@ export class AgentOps {
     return { ok: true, session_id: req.session_id };
   }
 
-  async screen(owner: string, req: SessionIdInput): Promise<Screen> {
+  /** session_screen: the whole screen, or with `since` the rows changed after that read. */
+  async screen(owner: string, req: SessionScreenInput): Promise<Screen> {
     const s = this.#engine.registry.ownSession(owner, req.session_id);
-    return { session_id: s.id, ...(await s.screen()) };
+    const c = await s.screenSince(req.since);
+    const all = c.full ? c.lines.map((l) => l.text) : [];
+    return {
+      session_id: s.id,
+      lines: all,
+      cursor: c.cursor,
+      cols: c.cols,
+      rows: c.rows,
+      title: c.title,
+      alternate: c.alternate,
+      full: c.full,
+      ...(c.full ? {} : { changes: c.lines }),
+      next_cursor: c.nextCursor,
+      modes: {
+        application_cursor: c.modes.applicationCursor,
+        bracketed_paste: c.modes.bracketedPaste,
+      },
+    };
   }
 
   /** Opens a session through the gate; stored and audited, or closed again and refused. */
@@ -331,20 +381,53 @@ export class AgentOps {
   /** Types input for a job that waits for it; a line into a shell passes the gate first. */
   async write(owner: string, req: ExecWriteInput): Promise<JobAck> {
     const job = this.job(owner, req.job_id);
-    if (job.status !== "awaiting_input") {
+    const running = job.status === "running";
+    if (job.status !== "awaiting_input" && !running) {
       throw new TermadaError(
         "NOT_AWAITING_INPUT",
-        `Cannot write to job "${job.id}": it is ${job.status}, not waiting for input`,
+        `Cannot write to job "${job.id}": it is ${job.status}, not running`,
         {
           details: { job_id: job.id },
-          hint: "Wait with exec_wait until.prompt, or use exec_poll to see what it is doing",
+          hint: "exec_write types into a job that runs; exec_list shows its status",
         },
       );
     }
-    if (req.vault !== undefined) return await this.#writeVault(owner, job, req, req.vault);
-    const input = req.input ?? "";
+    if (req.vault !== undefined) {
+      if (running) throw notAtPrompt(job.id, "a vault value is typed only at a prompt");
+      return await this.#writeVault(owner, job, req, req.vault);
+    }
     const target = this.#engine.jobs.inputTarget(job);
     const onServer = this.#engine.registry.sessionById(job.sessionId)?.remote === true;
+    if (running && !target.typeAheadSafe) {
+      throw notAtPrompt(
+        job.id,
+        onServer
+          ? "on a server, input goes only to a program waiting for it (what it left unread would reach the shell there)"
+          : "in a POSIX sh session, what the job left unread would reach the shell as commands",
+      );
+    }
+    let input: string | Uint8Array = req.input ?? "";
+    if (req.keys !== undefined) {
+      if (req.secret) {
+        throw new TermadaError(
+          "INVALID_ARGUMENT",
+          'Give a secret as "input" (or "vault"), not "keys"',
+        );
+      }
+      const modes = await target.modes();
+      input = encodeKeys(req.keys, {
+        applicationCursor: modes.applicationCursor,
+        bracketedPaste: req.bracketed ?? modes.bracketedPaste,
+      });
+    }
+    // A running job's input may reach any of its programs: one that runs what it reads makes
+    // it a command line, as at its prompt.
+    const reader = running ? target.commandReader() : job.inputReader;
+    const readsCommands = reader !== undefined &&
+      (running || job.inputReaderRunsCommands || COMMAND_READER_NAMES.test(reader));
+    if (typeof input !== "string") {
+      input = keysText(input, job.id, readsCommands || onServer);
+    }
     if (onServer) {
       // On a server nobody can tell which program reads, or whether the terminal echoes: every
       // line is a command for the policy (a prompt's text proves nothing: the agent can print
@@ -367,17 +450,15 @@ export class AgentOps {
         secret: req.secret === true,
         echoOff: false,
       });
-    } else if (
-      job.inputReader && (job.inputReaderRunsCommands || COMMAND_READER_NAMES.test(job.inputReader))
-    ) {
+    } else if (readsCommands) {
       // The reader runs what it is given: the line is a command and passes the gate as one —
       // unless the terminal does not echo (a password prompt of su, ssh, sudo…).
       await this.#gateway.admitInput({
         job,
         line: input,
-        reader: job.inputReader,
+        reader: reader!,
         secret: req.secret === true,
-        echoOff: target.passwordPrompt(),
+        echoOff: !running && target.passwordPrompt(),
       });
     } else {
       // An answer to a program's prompt: not a command, but an action budgets count.
@@ -387,7 +468,8 @@ export class AgentOps {
       // Registered before the bytes leave, so no echo or later output can carry them.
       for (const r of target.redactors) r.addLiteral(input);
     }
-    await target.write(input + (req.append_newline === false ? "" : "\r"));
+    const newline = req.keys !== undefined || req.append_newline === false ? "" : "\r";
+    await target.write(input + newline, { typeAhead: running });
     return { ok: true, job_id: job.id, status: job.status };
   }
 

@@ -6,7 +6,8 @@
  * Nothing here decides whether something may run: that is src/control, the only caller.
  */
 import { type Matcher, Redactor, type SecretSet } from "../output/mod.ts";
-import type { PtySpawnOptions, SignalName } from "../pty/mod.ts";
+import { descendantsOf, procStat, type PtySpawnOptions, type SignalName } from "../pty/mod.ts";
+import { readsCommands } from "./readers.ts";
 import { argvToScript, scopeScript, type ShellKind } from "../shell/mod.ts";
 import { type Clock, newId, TermadaError, toTermadaError, within } from "../shared/mod.ts";
 import type { JobStatus } from "../wire/mod.ts";
@@ -284,6 +285,10 @@ export class JobLifecycle {
         write: (s) => one.writeInput(s),
         passwordPrompt: () => passwordMode(one.pty.termMode()),
         redactors: [job.redactor],
+        // Its own terminal ends with it: nothing it leaves unread reaches a shell.
+        typeAheadSafe: true,
+        modes: () => Promise.resolve({ applicationCursor: false, bracketedPaste: false }),
+        commandReader: () => commandReaderAmong([one.pty.pid, ...descendantsOf(one.pty.pid)]),
       };
     }
     const s = this.#o.registry.sessionById(job.sessionId);
@@ -292,9 +297,14 @@ export class JobLifecycle {
     }
     if (s.lease && job.mode === "foreground") throw operatorHolds(s.id);
     return {
-      write: (t) => s.writeInput(t),
+      write: (t, o) => s.writeInput(t, o),
       passwordPrompt: () => passwordMode(s.pty.termMode()),
       redactors: s.redactor === job.redactor ? [s.redactor] : [s.redactor, job.redactor],
+      // bash and zsh drop the lines a job left unread (the `discard` flag); sh cannot.
+      typeAheadSafe: !s.remote && (s.shell === "bash" || s.shell === "zsh"),
+      modes: () => s.screenModes(),
+      // The session shell itself aside: it reads only after the job, and drops what is left.
+      commandReader: () => commandReaderAmong(descendantsOf(s.pty.pid)),
     };
   }
 
@@ -367,7 +377,17 @@ export class JobLifecycle {
 }
 
 export interface InputTarget {
-  write: (s: string) => Promise<void>;
+  /** `typeAhead`: the job is running, not reading at a prompt (see Session.writeInput). */
+  write: (s: string | Uint8Array, options?: { typeAhead?: boolean }) => Promise<void>;
+  /** Input written while the job runs cannot outlive it as commands of a shell. */
+  typeAheadSafe: boolean;
+  /** The terminal modes the program set (how keys and pastes are encoded). */
+  modes: () => Promise<{ applicationCursor: boolean; bracketedPaste: boolean }>;
+  /**
+   * The command name of a process of the job that runs what it reads (a shell, an
+   * interpreter), if any: input to a running job may reach it, so it is a command.
+   */
+  commandReader: () => string | undefined;
   /**
    * True when the terminal reads a line without echoing it (a kernel fact: canonical mode with
    * ECHO off, as getpass, sudo, ssh and `read -s` set it). Line editors (readline in bash or
@@ -376,6 +396,16 @@ export interface InputTarget {
   passwordPrompt: () => boolean;
   /** Redactors that must learn a secret before it is typed (the session's and the job's). */
   redactors: Redactor[];
+}
+
+function commandReaderAmong(pids: readonly number[]): string | undefined {
+  // Nothing forked yet: whatever will read it is unknown, so it counts as a command reader.
+  if (pids.length === 0) return "a program that has not started yet";
+  for (const pid of pids.slice(0, 4096)) {
+    const comm = procStat(pid)?.comm;
+    if (comm !== undefined && readsCommands(pid, comm)) return comm;
+  }
+  return undefined;
 }
 
 function passwordMode(mode: { echo: boolean; canonical: boolean } | undefined): boolean {

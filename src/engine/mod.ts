@@ -58,4 +58,12 @@ export {
 export { type RemoteHooks, Session, type Spawned, type Terminal } from "./session.ts";
 export { type InputState } from "./input.ts";
 export { COMMAND_READER_NAMES, readsCommands } from "./readers.ts";
+export {
+  encodeKeys,
+  type KeyInput,
+  type KeyModes,
+  MAX_KEYS,
+  MAX_KEYS_BYTES,
+  pasteText,
+} from "./keys.ts";
 export { compilePattern } from "./wait.ts";

@@ -128,7 +128,7 @@ export class OneShot {
     return this.#pty;
   }
 
-  async writeInput(data: string): Promise<void> {
+  async writeInput(data: string | Uint8Array): Promise<void> {
     await this.#pty.write(data);
     this.job.resumed();
     this.#input.poke();

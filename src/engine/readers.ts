@@ -7,6 +7,7 @@
  */
 import { basename } from "node:path";
 import { fileIdentity, programDirs } from "../sandbox/mod.ts";
+import { readProcFile } from "../pty/mod.ts";
 
 /** Command names of programs that run what they read. */
 export const COMMAND_READER_NAMES: RegExp =
@@ -72,9 +73,33 @@ function knownInterpreters(): Set<string> {
   return known;
 }
 
-/** Whether process `pid` runs what it reads: by its command name, or by its file's content. */
+/**
+ * Script interpreters: given a script file, `-c`/`-e` code or `-m` a module on their command
+ * line they run that, not what they read from the terminal (unless `-i`). Shells, ssh, su, sudo
+ * and database clients are not among them: with any arguments they may still run what they read.
+ */
+const SCRIPT_INTERPRETERS =
+  /^(python[0-9.]*|node(js)?|deno|bun|perl|ruby|php|lua[0-9.]*|R|julia|tclsh|wish|pwsh)$/;
+
+/**
+ * Whether process `pid` runs what it reads: by its command name, or by its file's content — a
+ * script interpreter running a script (`python3 app.py`, a curses program) aside.
+ */
 export function readsCommands(pid: number, comm: string): boolean {
-  if (COMMAND_READER_NAMES.test(comm) || COMMAND_READER_NAMES.test(basename(comm))) return true;
-  const id = fileIdentity(`/proc/${pid}/exe`);
-  return id !== undefined && knownInterpreters().has(id.sha256);
+  const byName = COMMAND_READER_NAMES.test(comm) || COMMAND_READER_NAMES.test(basename(comm));
+  if (!byName) {
+    const id = fileIdentity(`/proc/${pid}/exe`);
+    if (id === undefined || !knownInterpreters().has(id.sha256)) return false;
+  }
+  return !runsAScript(pid);
+}
+
+/** An interpreter whose command line names a script or code (and not `-i`). */
+function runsAScript(pid: number): boolean {
+  const argv = (readProcFile(`/proc/${pid}/cmdline`) ?? "").split("\0").filter((a) => a !== "");
+  const name = basename(argv[0] ?? "");
+  if (!SCRIPT_INTERPRETERS.test(name)) return false;
+  const args = argv.slice(1);
+  if (args.includes("-i")) return false;
+  return args.some((a) => !a.startsWith("-") || a === "-c" || a === "-e" || a === "-m");
 }

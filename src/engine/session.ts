@@ -12,7 +12,9 @@ import {
   type Matcher,
   RawRing,
   Redactor,
+  type ScreenChanges,
   ScreenMirror,
+  type ScreenModes,
   type ScreenSnapshot,
   type SecretSet,
 } from "../output/mod.ts";
@@ -166,6 +168,14 @@ export class Session {
   #staged = false;
   /** The staged script on the server holds secrets: overwritten when the job ends. */
   #stagedSecret = false;
+  /**
+   * Input was written while the job ran (exec_write to a running job): what it did not read
+   * must not reach this shell as commands. `discard` is the flag file the shell checks before
+   * its next prompt (it then drops every complete line waiting); the next typed command starts
+   * with Ctrl-U so a partial one cannot prefix it.
+   */
+  #typeAhead = false;
+  #killLine = false;
   #rawListeners = new Set<(bytes: Uint8Array, endOffset: number) => void>();
   #closedP = Promise.withResolvers<void>();
   #ready = Promise.withResolvers<void>();
@@ -343,6 +353,11 @@ export class Session {
     if (!reserved) this.#ready = Promise.withResolvers();
     this.#stagePath ??= `${this.#opts.dir}/cmd.sh`;
     const typed = typedCommand(this.shell, script, this.#stagePath, { stage: options.secret });
+    if (this.#killLine) {
+      // A partial line the last job left unread would otherwise prefix this command.
+      typed.line = "\x15" + typed.line;
+      this.#killLine = false;
+    }
     if (typed.staged !== undefined) {
       if (this.#opts.remote) {
         await this.#opts.remote.writeFiles([{ path: this.#stagePath, content: typed.staged }]);
@@ -379,11 +394,32 @@ export class Session {
     job.processes = { list, end: (graceMs) => scope.end({ set: list, graceMs }) };
   }
 
-  /** Writes input for the current job (the engine checked it awaits input). */
-  async writeInput(data: string): Promise<void> {
+  /**
+   * Writes input for the current job. `typeAhead`: the job is running, not reading at a prompt
+   * (control checked it may be written to): the shell is told to drop what the job leaves
+   * unread, before the bytes go (local sessions only; control refuses it on a server).
+   */
+  async writeInput(
+    data: string | Uint8Array,
+    options: { typeAhead?: boolean } = {},
+  ): Promise<void> {
+    if (options.typeAhead && !this.#typeAhead) {
+      if (this.#opts.remote) {
+        throw new TermadaError("NOT_SUPPORTED", "Type-ahead cannot be discarded on a server");
+      }
+      const flag = `${this.#opts.dir}/discard`;
+      Deno.writeTextFileSync(flag, "", { mode: 0o600 });
+      this.#ownPrivate(flag);
+      this.#typeAhead = true;
+    }
     await this.#live().write(data);
     this.job?.resumed();
     this.#input.poke();
+  }
+
+  /** What the program asked of the terminal (application cursor keys, bracketed paste). */
+  screenModes(): Promise<ScreenModes> {
+    return this.#screen.modes();
   }
 
   /** Writes raw bytes to the terminal (operator takeover, tests). */
@@ -457,6 +493,16 @@ export class Session {
       ...snap,
       lines: snap.lines.map((l) => this.redactor.redactPiece(l)),
       title: this.redactor.redactPiece(snap.title),
+    };
+  }
+
+  /** The rows changed since `since` (every row without one), redacted like `screen()`. */
+  async screenSince(since?: string): Promise<ScreenChanges> {
+    const c = await this.#screen.since(since);
+    return {
+      ...c,
+      lines: c.lines.map((l) => ({ row: l.row, text: this.redactor.redactPiece(l.text) })),
+      title: this.redactor.redactPiece(c.title),
     };
   }
 
@@ -721,6 +767,16 @@ export class Session {
         return;
       case "end": {
         this.cwd = m.cwd;
+        if (this.#typeAhead) {
+          // The shell dropped the waiting lines before this marker: the flag has served.
+          this.#typeAhead = false;
+          this.#killLine = true;
+          try {
+            Deno.removeSync(`${this.#opts.dir}/discard`);
+          } catch {
+            // already gone
+          }
+        }
         const job = this.job;
         if (job && (this.#zone || this.#sent)) {
           this.#zone = false;

@@ -31,6 +31,7 @@ import {
   SessionIdInput,
   SessionInfo,
   SessionList,
+  SessionScreenInput,
 } from "../wire/mod.ts";
 import { MISSION_TOOLS } from "./mission_tools.ts";
 import { REMOTE_TOOLS } from "./remote_tools.ts";
@@ -172,9 +173,9 @@ export const TOOLS: readonly ToolDef[] = withExamples([
   ),
   tool({
     name: "exec_write",
-    title: "Answer a prompt",
+    title: "Type into a job",
     description:
-      "Type input into a job that is waiting for it (status awaiting_input). A newline (Enter) is appended unless `append_newline` is false. Set `secret: true` for passwords: the value is redacted from all output and never logged. Or give `vault` (an entry name from vault_list) instead of `input`: the daemon types the entry's value, which you never see.",
+      'Type into one of your running jobs: answer a prompt (status awaiting_input) or drive a full-screen program (vi, less, top). `input` is a line (Enter appended unless `append_newline` is false); `keys` are named like tmux send-keys — ["Escape", ":wq", "Enter"], "C-c", "Up", "F2", "M-x"; other strings are typed as text, {"paste": "..."} is pasted (bracketed when the program asked). Follow with session_screen {since} to see what changed. Set `secret: true` for passwords: the value is redacted from all output and never logged. Or give `vault` (an entry name from vault_list) at a prompt: the daemon types the entry\'s value, which you never see. What a finished job did not read is dropped, never run by the shell.',
     input: ExecWriteInput,
     output: JobAck,
     run: (c, a) => c.agents.write(c.agent, a),
@@ -257,19 +258,25 @@ export const TOOLS: readonly ToolDef[] = withExamples([
     name: "session_screen",
     title: "Read the screen",
     description:
-      "The rendered terminal screen of a session (lines, cursor, title) — for full-screen programs like top, vim or less.",
-    input: SessionIdInput,
+      "The rendered terminal screen of a session (lines, cursor, title, alternate screen, modes) — for full-screen programs like top, vim or less. Pass the previous result's `next_cursor` as `since` to get only the rows that changed (`changes`), for a cheap type → read loop with exec_write keys.",
+    input: SessionScreenInput,
     output: Screen,
     run: (c, a) => c.agents.screen(c.agent, a),
     render: (r) => {
-      const lines = r.lines.map((l) => l.replace(/\s+$/, ""));
-      while (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
-      return [
+      const head =
         `screen ${r.session_id} · ${r.cols}x${r.rows} · cursor ${r.cursor.x},${r.cursor.y}${
           r.title ? ` · ${r.title}` : ""
-        }`,
-        ...lines,
-      ].join("\n");
+        }${r.alternate ? " · alternate" : ""} · next ${r.next_cursor}`;
+      if (!r.full) {
+        const changes = r.changes ?? [];
+        return [
+          `${head} · ${changes.length} changed row(s)`,
+          ...changes.map((c) => `row ${c.row}: ${c.text.replace(/\s+$/, "")}`),
+        ].join("\n");
+      }
+      const lines = r.lines.map((l) => l.replace(/\s+$/, ""));
+      while (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
+      return [head, ...lines].join("\n");
     },
     annotations: { readOnlyHint: true },
   }),

@@ -26,12 +26,15 @@ export interface LaunchOptions {
 
 const BASH_RC = `# Termada shell integration (bash). Generated per session; do not edit.
 __tm_n=$TERMADA_NONCE
+__tm_d=$TERMADA_DIR
+unset TERMADA_DIR
 unset TERMADA_NONCE
 if [ -n "\${TERMADA_USER_RC-}" ]; then unset TERMADA_USER_RC; [ -r ~/.bashrc ] && . ~/.bashrc; fi
 unset HISTFILE
 set +H
 bind 'set enable-bracketed-paste off' 2>/dev/null
-__tm_end() { local s=$?; builtin printf '\\033]7717;%s;D;%s;%s\\007' "$__tm_n" "$s" "$PWD"; return $s; }
+__tm_drop() { local i=0 x; while ((i++ < 256)) && builtin read -r -t 0; do builtin read -r -t 0.05 x || break; done; }
+__tm_end() { local s=$?; [[ -e $__tm_d/discard ]] && __tm_drop; builtin printf '\\033]7717;%s;D;%s;%s\\007' "$__tm_n" "$s" "$PWD"; return $s; }
 PROMPT_COMMAND='__tm_end 2>/dev/null'
 PS0=$'\\e]7717;'"$__tm_n"$';C\\a'
 PS1='\\[\\e]7717;'"$__tm_n"';P\\a\\]\\W\\$ '
@@ -40,10 +43,13 @@ PS2='> '
 
 const ZSH_RC = `# Termada shell integration (zsh). Generated per session; do not edit.
 __tm_n=$TERMADA_NONCE
+__tm_d=$TERMADA_DIR
+unset TERMADA_DIR
 unset TERMADA_NONCE
 if [[ -n \${TERMADA_USER_RC-} ]]; then unset TERMADA_USER_RC; [[ -r ~/.zshrc ]] && ZDOTDIR=$HOME . ~/.zshrc; fi
 unset HISTFILE zle_bracketed_paste
-__tm_end() { local s=$?; builtin printf '\\033]7717;%s;D;%s;%s\\007' "$__tm_n" "$s" "$PWD"; return $s }
+__tm_drop() { local i=0 x; while (( i++ < 65536 )) && read -t 0 -k 1 x; do :; done }
+__tm_end() { local s=$?; [[ -e $__tm_d/discard ]] && __tm_drop 2>/dev/null; builtin printf '\\033]7717;%s;D;%s;%s\\007' "$__tm_n" "$s" "$PWD"; return $s }
 __tm_start() { builtin printf '\\033]7717;%s;C\\007' "$__tm_n" }
 precmd_functions=(__tm_end $precmd_functions)
 preexec_functions+=(__tm_start)
@@ -54,7 +60,7 @@ PS2='> '
 
 const SH_RC = `# Termada shell integration (POSIX sh). Generated per session; do not edit.
 __tm_n=$TERMADA_NONCE
-unset TERMADA_NONCE
+unset TERMADA_NONCE TERMADA_DIR
 __tm_c() { printf '\\033]7717;%s;C\\007' "$__tm_n"; }
 __tm_p() { printf '\\033]7717;%s;D;%s;%s\\007\\033]7717;%s;P\\007' "$__tm_n" "$1" "$PWD" "$__tm_n"; }
 PS1='$(__tm_p $?)$ '
@@ -63,7 +69,8 @@ PS2='> '
 
 /** How to start a shell of `kind` with the integration loaded. */
 export function shellLaunch(kind: ShellKind, options: LaunchOptions): ShellLaunch {
-  const env: Record<string, string> = { TERMADA_NONCE: options.nonce };
+  // TERMADA_DIR: where the daemon puts the `discard` flag (type-ahead to drop before a prompt).
+  const env: Record<string, string> = { TERMADA_NONCE: options.nonce, TERMADA_DIR: options.dir };
   if (options.userRc) env.TERMADA_USER_RC = "1";
   switch (kind) {
     case "bash": {

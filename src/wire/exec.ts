@@ -82,6 +82,12 @@ export const ExecWaitInput = z.strictObject({
 });
 export type ExecWaitInput = z.output<typeof ExecWaitInput>;
 
+/** One key name or text of exec_write `keys` (no NUL: `C-@` types one). */
+const KeyText = z.string().min(1).max(LIMITS.inputBytes).refine(
+  (s) => !s.includes("\0"),
+  NUL_MESSAGE,
+);
+
 export const ExecWriteInput = z.strictObject({
   job_id: Id,
   input: z.string().max(LIMITS.inputBytes).refine((s) => !s.includes("\0"), NUL_MESSAGE)
@@ -90,12 +96,26 @@ export const ExecWriteInput = z.strictObject({
     }).optional(),
   /** Types the value of this vault entry instead of `input` (a password prompt). */
   vault: VaultName.optional(),
+  /**
+   * Keys named like tmux send-keys (`Escape`, `Enter`, `C-c`, `Up`, `F2`, `M-x`…); any other
+   * string is typed as text; `{text}` is always text, `{paste}` is pasted (bracketed when the
+   * program asked for it). At most 256 entries, 64 KiB typed.
+   */
+  keys: z.array(
+    z.union([
+      KeyText,
+      z.strictObject({ text: KeyText }),
+      z.strictObject({ paste: KeyText }),
+    ]),
+  ).min(1).max(256).optional(),
+  /** Force bracketed paste on or off for `{paste}` keys (default: what the program asked). */
+  bracketed: z.boolean().optional(),
   append_newline: z.boolean().optional(),
   secret: z.boolean().optional(),
-}).refine((v) => (v.input === undefined) !== (v.vault === undefined), {
-  message: 'needs exactly one of "input" and "vault"',
-  path: ["input"],
-});
+}).refine(
+  (v) => [v.input, v.vault, v.keys].filter((x) => x !== undefined).length === 1,
+  { message: 'needs exactly one of "input", "vault" and "keys"', path: ["input"] },
+);
 export type ExecWriteInput = z.output<typeof ExecWriteInput>;
 
 export const ExecSignalInput = z.strictObject({ job_id: Id, signal: z.enum(SIGNAL_NAMES) });

@@ -74,6 +74,7 @@ export {
   SessionInfo,
   SessionList,
   SessionResizeInput,
+  SessionScreenInput,
   ShellName,
 } from "./sessions.ts";
 export {

@@ -59,13 +59,30 @@ export type SessionList = z.infer<typeof SessionList>;
 export const SessionClosed = z.object({ ok: z.boolean(), session_id: z.string() });
 export type SessionClosed = z.infer<typeof SessionClosed>;
 
+/** session_screen: `since` (a `next_cursor` of an earlier read) asks for the changed rows only. */
+export const SessionScreenInput = z.strictObject({
+  session_id: Id,
+  since: z.string().min(1).max(64).optional(),
+});
+export type SessionScreenInput = z.output<typeof SessionScreenInput>;
+
 export const Screen = z.object({
   session_id: z.string(),
+  /** Every row, top to bottom, when `full`; empty when only `changes` are given. */
   lines: z.array(z.string()),
   cursor: z.object({ x: z.number().int(), y: z.number().int() }),
   cols: z.number().int(),
   rows: z.number().int(),
   title: z.string(),
+  /** The program switched to the alternate screen (vi, less, top). */
   alternate: z.boolean(),
+  /** `lines` holds the whole screen (no `since`, or one from before a resize or restart). */
+  full: z.boolean(),
+  /** With `since` and not `full`: the rows whose text changed since then. */
+  changes: z.array(z.object({ row: z.number().int(), text: z.string() })).optional(),
+  /** Pass as `since` to the next read. */
+  next_cursor: z.string(),
+  /** What the program asked of the terminal: keys and pastes follow these. */
+  modes: z.object({ application_cursor: z.boolean(), bracketed_paste: z.boolean() }),
 });
 export type Screen = z.infer<typeof Screen>;

@@ -9,7 +9,9 @@ import { ROOT } from "./_daemon.ts";
 /** Folder → the folders it may import (its own files aside). */
 const ALLOWED: Record<string, string[]> = {
   shared: [],
-  wire: ["shared"],
+  wire: ["shared", "parse"],
+  // Output parsers (src/parse): text in, typed JSON out; the wire contract embeds their schemas.
+  parse: ["shared"],
   paths: ["shared"],
   ipc: ["shared"],
   config: ["shared", "paths", "notify"],
@@ -45,9 +47,10 @@ const ALLOWED: Record<string, string[]> = {
     "vault",
     "governance",
     "snapshot",
+    "parse",
   ],
   mission: ["shared", "wire", "control", "store", "audit", "shell"],
-  mcp: ["shared", "wire", "control", "mission"],
+  mcp: ["shared", "wire", "control", "mission", "parse"],
   api: ["shared", "wire", "control", "mcp", "mission", "vault"],
   client: ["shared", "paths", "ipc", "config"],
   daemon: [

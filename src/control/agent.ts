@@ -18,6 +18,7 @@ import {
   sessionInfo,
 } from "../engine/mod.ts";
 import { TermadaError, toTermadaError } from "../shared/mod.ts";
+import { PARSE_LIMITS, parseOutput, parserEnv } from "../parse/mod.ts";
 import type {
   Boundary,
   ExecKillInput,
@@ -32,6 +33,7 @@ import type {
   JobList,
   JobResult,
   JobStarted,
+  ParsedJobResult,
   Screen,
   SessionClosed,
   SessionCreateInput,
@@ -349,9 +351,16 @@ export class AgentOps {
   }
 
   /** Starts a job and waits (bounded) for it to end or need input. A deadline never kills. */
-  async run(owner: string, req: ExecRunInput, call: CallOptions = {}): Promise<JobResult> {
+  async run(owner: string, req: ExecRunInput, call: CallOptions = {}): Promise<ParsedJobResult> {
     const t0 = this.#engine.clock.mono();
-    const job = await this.#launch(owner, req);
+    // A parsed run gets the locale its parser reads (LC_ALL=C for ls, ps, df…) unless the
+    // caller set one; the result says so.
+    const parseEnv = req.parse ? parserEnv(req.parse, req.command) : {};
+    const setEnv = Object.keys(parseEnv).length > 0 && req.env?.LC_ALL === undefined;
+    const job = await this.#launch(
+      owner,
+      setEnv ? { ...req, env: { ...req.env, ...parseEnv } } : req,
+    );
     const notice = this.#takeNotice(job);
     const r = await this.#engine.reads.runResult(
       job,
@@ -359,7 +368,40 @@ export class AgentOps {
       t0,
       call,
     );
-    return notice ? { ...r, notice } : r;
+    const withNotice = notice ? { ...r, notice } : r;
+    if (!req.parse) return withNotice;
+    return {
+      ...withNotice,
+      ...this.#parsed(job, req.parse),
+      ...(setEnv ? { parse_env: { LC_ALL: parseEnv.LC_ALL ?? "C" } } : {}),
+    };
+  }
+
+  /** `parse` on a job's whole output, once it has ended (bounded: the parsers read ≤ 4 MiB). */
+  #parsed(
+    job: Job,
+    parser: string,
+  ): Pick<ParsedJobResult, "parser" | "parsed" | "warnings" | "parse_error"> {
+    if (!job.final) {
+      return {
+        parse_error: {
+          message: `Job "${job.id}" is still ${job.status}: its output is parsed once it has ended`,
+        },
+      };
+    }
+    const text = this.#engine.reads.fullText(job, PARSE_LIMITS.maxInputChars);
+    const r = parseOutput(parser, job.command, text.text);
+    if (text.dropped > 0 && "parsed" in r) {
+      const warning = {
+        message: `The first ${text.dropped} bytes of the output were dropped by retention: ` +
+          "they are not in the result",
+      };
+      return {
+        ...r,
+        warnings: [warning, ...(r.warnings ?? [])].slice(0, PARSE_LIMITS.maxWarnings),
+      };
+    }
+    return r;
   }
 
   /** A reconnect notice of the job's session, said once. */
@@ -370,8 +412,10 @@ export class AgentOps {
     return n;
   }
 
-  poll(owner: string, req: ExecPollInput, call: CallOptions = {}): Promise<JobResult> {
-    return this.#engine.reads.poll(this.job(owner, req.job_id), req, call);
+  async poll(owner: string, req: ExecPollInput, call: CallOptions = {}): Promise<ParsedJobResult> {
+    const job = this.job(owner, req.job_id);
+    const r = await this.#engine.reads.poll(job, req, call);
+    return req.parse ? { ...r, ...this.#parsed(job, req.parse) } : r;
   }
 
   wait(owner: string, req: ExecWaitInput, call: CallOptions = {}): Promise<JobResult> {

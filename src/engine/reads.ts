@@ -123,6 +123,26 @@ export class JobReader {
     return this.view(job, job.buffer.summary(this.#output.resultHeadBytes, 0));
   }
 
+  /**
+   * The job's whole cleaned output as one text, at most `maxBytes` (what a parser reads): its
+   * pages joined; `dropped` counts the bytes retention already let go of.
+   */
+  fullText(job: Job, maxBytes: number): { text: string; dropped: number } {
+    const parts: string[] = [];
+    let cursor = encodeCursor(0);
+    let bytes = 0;
+    let dropped = 0;
+    while (bytes < maxBytes) {
+      const page = job.buffer.read(cursor, Math.min(65_536, maxBytes - bytes));
+      parts.push(page.output);
+      dropped += page.gap?.droppedBytes ?? 0;
+      bytes = decodeCursor(page.nextCursor) - dropped;
+      if (page.nextCursor === cursor || page.output === "") break;
+      cursor = page.nextCursor;
+    }
+    return { text: parts.join(""), dropped };
+  }
+
   /** A page as the operator's job output view shows it. */
   page(job: Job, cursor: string | undefined, maxBytes: number | undefined): Page {
     this.#exposePartialLine(job, cursor);

@@ -3,7 +3,8 @@
  * JSON Schema, but two of its spellings are not portable: a `type` array for nullable fields
  * (some providers map tool schemas onto a single-`type` dialect) and `{}` (a schema with no
  * validation keyword) for free-form values. Here the first becomes `anyOf` branches with one
- * `type` each, and a free-form object's `additionalProperties: {}` becomes the explicit `true`.
+ * `type` each, a free-form object's `additionalProperties: {}` becomes the explicit `true`, and a
+ * tuple's bare `items: false` becomes `maxItems` (the same contract).
  * Anything else left without a validation keyword is a bug in a wire schema: it throws, so the
  * tests catch it before a client does.
  */
@@ -40,6 +41,13 @@ export function portableSchema(schema: Json): Json {
 
 function walk(node: Json, path: string): Json {
   let out: Json = { ...node };
+  // A tuple (`prefixItems` + `items: false`): a bare `false` is not portable; the same contract
+  // is "exactly these items", said with maxItems.
+  if (Array.isArray(out.prefixItems) && out.items === false) {
+    delete out.items;
+    out.maxItems = Math.min(out.maxItems as number ?? Infinity, out.prefixItems.length);
+    out.minItems ??= out.prefixItems.length;
+  }
   for (const k of ONE) {
     const v = out[k];
     if (v === undefined || typeof v === "boolean") continue;

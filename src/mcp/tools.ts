@@ -6,6 +6,7 @@
 import type { z } from "zod";
 import type { AgentOps, CallOptions } from "../control/mod.ts";
 import type { MissionService } from "../mission/mod.ts";
+import { PARSERS } from "../parse/mod.ts";
 import {
   Capabilities,
   CapabilitiesInput,
@@ -25,6 +26,8 @@ import {
   JobStarted,
   LIMITS,
   MISSION_LIMITS,
+  type ParsedJobResult,
+  ParsedJobResult as ParsedJobResultSchema,
   Screen,
   SessionClosed,
   SessionCreateInput,
@@ -77,7 +80,23 @@ export function jobHeader(v: JobResult): string {
   return parts.join(" · ");
 }
 
-export function renderJob(v: JobResult): string {
+/** Parsed output in the text a model reads too (many clients show it only that), bounded. */
+const PARSED_TEXT_CHARS = 16_384;
+
+export function renderJob(v: JobResult & Partial<ParsedJobResult>): string {
+  const base = renderPlainJob(v);
+  if (v.parse_error) return `${base}\n[parse: ${v.parse_error.message}]`;
+  if (v.parsed === undefined) return base;
+  const json = JSON.stringify(v.parsed);
+  const shown = json.length > PARSED_TEXT_CHARS
+    ? `${json.slice(0, PARSED_TEXT_CHARS)}… (structuredContent.parsed has all of it)`
+    : json;
+  const env = v.parse_env ? ` with LC_ALL=${v.parse_env.LC_ALL}` : "";
+  const warned = v.warnings?.length ? ` · ${v.warnings.length} warning(s)` : "";
+  return `${base}\n[parsed by ${v.parser}${env}${warned}]\n${shown}`;
+}
+
+function renderPlainJob(v: JobResult): string {
   const lines = [jobHeader(v)];
   if (v.notice) lines.push(`notice: ${v.notice}`);
   if (v.reason) lines.push(`reason: ${v.reason}`);
@@ -112,13 +131,14 @@ const jobTool = <I extends z.ZodType>(
   input: I,
   run: (ctx: ToolContext, args: z.output<I>) => Promise<JobResult>,
   annotations?: ToolDef["annotations"],
+  output: z.ZodType = JobResultSchema,
 ): ToolDef =>
   tool({
     name,
     title,
     description,
     input,
-    output: JobResultSchema,
+    output,
     annotations,
     run,
     render: renderJob,
@@ -137,9 +157,11 @@ export const TOOLS: readonly ToolDef[] = withExamples([
   jobTool(
     "exec_run",
     "Run a command",
-    'Run a command in a persistent terminal session and wait (bounded) for it. `command` is an argv array: several words are passed exactly; ONE word is a shell command line (pipes, &&, cd, export persist). Returns when the command ends, waits for input, or `timeout_ms` (default 30000) passes — then status is `running` and the job keeps going: continue with exec_poll/exec_wait using `next_cursor`. Long output comes as head + tail with `omitted_bytes`. `session_id` (or `session`) picks the session; without it your default session is used. `env` values may name a vault entry instead of a value ({"DB_URL": {"vault": "db-url"}}, see vault_list): the daemon injects it for this command only, masked in all output.',
+    'Run a command in a persistent terminal session and wait (bounded) for it. `command` is an argv array: several words are passed exactly; ONE word is a shell command line (pipes, &&, cd, export persist). Returns when the command ends, waits for input, or `timeout_ms` (default 30000) passes — then status is `running` and the job keeps going: continue with exec_poll/exec_wait using `next_cursor`. Long output comes as head + tail with `omitted_bytes`. `session_id` (or `session`) picks the session; without it your default session is used. `env` values may name a vault entry instead of a value ({"DB_URL": {"vault": "db-url"}}, see vault_list): the daemon injects it for this command only, masked in all output. `parse: "auto"` (or a parser from capabilities: ls, ps, df, du, free, http_headers, git_status, git_log, ip_addr, ss, systemctl_status, docker_ps…) adds `parsed`: the output as typed JSON, with `parser` naming the one used.',
     ExecRunInput,
     (c, a) => c.agents.run(c.agent, a, c.call),
+    undefined,
+    ParsedJobResultSchema,
   ),
   tool({
     name: "exec_start",
@@ -158,10 +180,11 @@ export const TOOLS: readonly ToolDef[] = withExamples([
   jobTool(
     "exec_poll",
     "Read job output",
-    "Read a job's output from a cursor (omit it to start at the beginning). `wait_ms` (≤ 30000) long-polls for new output. Keep passing `next_cursor`; `has_more` is false once everything was read and the job ended. `gap` says bytes were dropped by retention.",
+    "Read a job's output from a cursor (omit it to start at the beginning). `wait_ms` (≤ 30000) long-polls for new output. Keep passing `next_cursor`; `has_more` is false once everything was read and the job ended. `gap` says bytes were dropped by retention. `parse` (as in exec_run) parses the whole output of a job that has ended.",
     ExecPollInput,
     (c, a) => c.agents.poll(c.agent, a, c.call),
     { readOnlyHint: true },
+    ParsedJobResultSchema,
   ),
   jobTool(
     "exec_wait",
@@ -333,11 +356,21 @@ function capabilities(c: ToolContext): z.output<typeof Capabilities> {
       kill_by_cgroup: boundary.cgroup.active,
       vault: c.agents.vaultUnlocked,
       run_as: boundary.run_as !== null,
+      parse: true,
     },
     agent: c.agent,
     boundary,
+    parsers: parserList ??= PARSERS.map((p) => ({
+      name: p.name,
+      description: p.description,
+      matches: p.matches,
+      ...(p.env.LC_ALL ? { locale: p.env.LC_ALL } : {}),
+      result_schema_json: JSON.stringify(p.result_schema),
+    })),
   };
 }
+
+let parserList: z.output<typeof Capabilities>["parsers"] | undefined;
 
 const pathCache = new Map<string, boolean>();
 function onPath(program: string): boolean {

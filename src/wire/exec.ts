@@ -5,6 +5,13 @@
  */
 import { z } from "zod";
 import {
+  PARSE_LIMITS,
+  ParsedOutput,
+  ParseError,
+  PARSER_NAMES,
+  ParseWarning,
+} from "../parse/mod.ts";
+import {
   Command,
   Cursor,
   EnvMap,
@@ -50,15 +57,22 @@ export const ExecStartInput = z.strictObject(START).refine(sameSession, SESSION_
   .transform(oneSession);
 export type ExecStartInput = z.output<typeof ExecStartInput>;
 
+/** `parse`: a parser's name, or `auto` (chosen by the argv; the result names it). */
+export const ParserName = z.enum(["auto", ...PARSER_NAMES] as [string, ...string[]]);
+
 export const ExecRunInput = z.strictObject({
   ...START,
   /** Wait budget; the job is never killed when it runs out. */
   timeout_ms: Ms(LIMITS.runWaitMs).optional(),
+  /** Parse the output into typed JSON (`parsed`) once the job has ended (docs/PARSERS.md). */
+  parse: ParserName.optional(),
 }).refine(sameSession, SESSION_CONFLICT).transform(oneSession);
 export type ExecRunInput = z.output<typeof ExecRunInput>;
 
 export const ExecPollInput = z.strictObject({
   job_id: Id,
+  /** Parse the job's whole output into typed JSON (`parsed`) once it has ended. */
+  parse: ParserName.optional(),
   cursor: Cursor.optional(),
   wait_ms: Ms(LIMITS.pollWaitMs).optional(),
   max_bytes: z.number().int().min(1).max(LIMITS.pageBytes).optional(),
@@ -200,6 +214,22 @@ export const JobResult = z.object({
   })).optional(),
 });
 export type JobResult = z.infer<typeof JobResult>;
+
+/**
+ * exec_run / exec_poll with `parse`: the job result plus the typed output. `parser` names the
+ * parser used (also for `auto`); `parsed` is its result (`kind` tells which); `warnings` lists
+ * lines it could not read; `parse_error` says why nothing could be parsed (still running, no
+ * parser for this command, nothing it recognises); `parse_env` is what the command ran with for
+ * a locale-independent output (`LC_ALL=C` for ls, ps, df…), when it was set.
+ */
+export const ParsedJobResult = JobResult.extend({
+  parser: z.string().optional(),
+  parsed: ParsedOutput.optional(),
+  warnings: z.array(ParseWarning).max(PARSE_LIMITS.maxWarnings).optional(),
+  parse_error: ParseError.optional(),
+  parse_env: z.object({ LC_ALL: z.string() }).optional(),
+});
+export type ParsedJobResult = z.infer<typeof ParsedJobResult>;
 
 export const JobStarted = z.object({
   job_id: z.string(),

@@ -62,6 +62,8 @@ export {
   JobStarted,
   JobStatusSchema,
   JobSummary,
+  ParsedJobResult,
+  ParserName,
   WaitUntil,
 } from "./exec.ts";
 export {

@@ -38,6 +38,17 @@ export const Capabilities = z.object({
   /** The caller's agent id. */
   agent: z.string(),
   boundary: Boundary,
+  /**
+   * Output parsers for `parse` (exec_run, exec_poll): what `auto` picks them for, the locale
+   * they run the command with, and the JSON Schema of their `parsed` (as JSON text).
+   */
+  parsers: z.array(z.object({
+    name: z.string(),
+    description: z.string(),
+    matches: z.string(),
+    locale: z.string().optional(),
+    result_schema_json: z.string(),
+  })).max(64),
 });
 export type Capabilities = z.infer<typeof Capabilities>;
 

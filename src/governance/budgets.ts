@@ -3,7 +3,8 @@
  * against every budget rule that applies to it in one store transaction together with its
  * `actions` row, so a refusal writes nothing and an admission can never overspend — JavaScript
  * runs the check and the reservation without an `await` between them, and the store's
- * transaction makes them one write. At the outcome the reservations become usage; an action
+ * transaction makes them one write. When no rule applies the row alone is written (one INSERT,
+ * atomic by itself) and its end is one conditional UPDATE. At the outcome the reservations become usage; an action
  * refused after admission gives them back; one whose outcome a restart lost
  * (`outcome_unknown`) keeps holding them until an operator reconciles it.
  *
@@ -111,6 +112,9 @@ export const MAX_RULES_PER_ADMISSION = 64;
 /** Most scope keys `usage` lists per budget. */
 export const MAX_USAGE_KEYS_PER_BUDGET = 1000;
 
+/** Most bare actions (admitted without reservations) a ledger remembers for its fast end. */
+const MAX_BARE = 65_536;
+
 /** Float sums (0.1 + 0.2) must not refuse what exactly fits. */
 const EPSILON = 1e-9;
 
@@ -126,6 +130,13 @@ interface Applied {
 export class BudgetLedger {
   readonly #store: Store;
   readonly #clock: Clock;
+  /**
+   * Actions this ledger admitted without a reservation and that are still admitted as far as it
+   * knows: their end is one UPDATE. Oldest dropped beyond MAX_BARE (they then take the general
+   * path, which is always correct); an action another ledger ended stays until its own end
+   * finds the row no longer admitted.
+   */
+  readonly #bare = new Set<string>();
 
   /** The store is the caller's (it must outlive the ledger); `clock` places the windows. */
   constructor(store: Store, options: { clock?: Clock } = {}) {
@@ -152,20 +163,37 @@ export class BudgetLedger {
       throw new RangeError(`Unknown action kind "${subject.kind}"`);
     }
     const now = this.#clock.now();
+    const row = {
+      id: subject.actionId,
+      kind: subject.kind as ActionKind,
+      owner: action.owner,
+      principal: subject.principal,
+      tenant: subject.tenant ?? null,
+      recipient: subject.recipient,
+      summary: action.summary,
+      admitted_at: now,
+    };
+    const applies: Applied[] = [];
+    for (const rule of rules) {
+      const applied = apply(rule, subject, estimate, now);
+      if (applied !== undefined) applies.push(applied);
+    }
+    if (applies.length === 0) {
+      // No budget applies: nothing to check or reserve, and one INSERT is already atomic (its
+      // own implicit transaction), so the row is durable before the caller goes on.
+      this.#store.actions.insert(row);
+      this.#bare.add(subject.actionId);
+      if (this.#bare.size > MAX_BARE) this.#bare.delete(this.#bare.values().next().value!);
+      return;
+    }
     const budgets = this.#store.budgets;
     this.#store.transaction(() => {
-      const held: Applied[] = [];
-      for (const rule of rules) {
-        const applied = apply(rule, subject, estimate, now);
-        if (applied === undefined) continue;
-        const used = budgets.used(applied.budget, applied.scopeKey, applied.windowStart);
-        const reserved = budgets.reserved(applied.budget, applied.scopeKey, applied.windowStart);
-        if (!fits(rule, used, reserved, applied.amount)) {
-          throw exceeded(subject, applied, used, reserved);
-        }
-        held.push(applied);
+      for (const a of applies) {
+        const used = budgets.used(a.budget, a.scopeKey, a.windowStart);
+        const reserved = budgets.reserved(a.budget, a.scopeKey, a.windowStart);
+        if (!fits(a.rule, used, reserved, a.amount)) throw exceeded(subject, a, used, reserved);
       }
-      for (const a of held) {
+      for (const a of applies) {
         budgets.reserve({
           action_id: subject.actionId,
           budget: a.budget,
@@ -175,16 +203,7 @@ export class BudgetLedger {
           amount: a.amount,
         });
       }
-      this.#store.actions.insert({
-        id: subject.actionId,
-        kind: subject.kind as ActionKind,
-        owner: action.owner,
-        principal: subject.principal,
-        tenant: subject.tenant ?? null,
-        recipient: subject.recipient,
-        summary: action.summary,
-        admitted_at: now,
-      });
+      this.#store.actions.insert(row);
     });
   }
 
@@ -198,13 +217,22 @@ export class BudgetLedger {
   settle(actionId: string, outcome: BudgetOutcome): void {
     checkAmount("outcome.runtime_s", outcome.runtime_s);
     checkAmount("outcome.cost", outcome.cost);
+    const final = {
+      state: outcome.ok ? "succeeded" as const : "failed" as const,
+      outcome: outcome.facts ?? null,
+    };
+    if (this.#bare.delete(actionId)) {
+      // Admitted here without reservations: nothing to count, and the one conditional UPDATE
+      // is atomic on its own. It changes nothing unless the row is still admitted.
+      if (!this.#store.actions.finish(actionId, final)) {
+        this.#refuse(actionId, "admitted", "settle");
+      }
+      return;
+    }
     this.#store.transaction(() => {
       this.#expect(actionId, "admitted", "settle");
       this.#count(actionId, outcome);
-      this.#store.actions.finish(actionId, {
-        state: outcome.ok ? "succeeded" : "failed",
-        outcome: outcome.facts ?? null,
-      });
+      this.#store.actions.finish(actionId, final);
     });
   }
 
@@ -227,9 +255,16 @@ export class BudgetLedger {
    * operator reconciles it (`reconcile`). Errors as for `settle`.
    */
   unknown(actionId: string, facts: Record<string, unknown>): void {
+    const final = { state: "outcome_unknown" as const, outcome: facts };
+    if (this.#bare.delete(actionId)) {
+      if (!this.#store.actions.finish(actionId, final)) {
+        this.#refuse(actionId, "admitted", "mark unknown");
+      }
+      return;
+    }
     this.#store.transaction(() => {
       this.#expect(actionId, "admitted", "mark unknown");
-      this.#store.actions.finish(actionId, { state: "outcome_unknown", outcome: facts });
+      this.#store.actions.finish(actionId, final);
     });
   }
 
@@ -239,10 +274,17 @@ export class BudgetLedger {
    * and its row becomes `released` with `{reason}` as its outcome. Errors as for `settle`.
    */
   release(actionId: string, reason: string): void {
+    const final = { state: "released" as const, outcome: { reason } };
+    if (this.#bare.delete(actionId)) {
+      if (!this.#store.actions.finish(actionId, final)) {
+        this.#refuse(actionId, "admitted", "release");
+      }
+      return;
+    }
     this.#store.transaction(() => {
       this.#expect(actionId, "admitted", "release");
       this.#store.budgets.dropReservations(actionId);
-      this.#store.actions.finish(actionId, { state: "released", outcome: { reason } });
+      this.#store.actions.finish(actionId, final);
     });
   }
 
@@ -295,6 +337,13 @@ export class BudgetLedger {
   }
 
   // ── internals ─────────────────────────────────────────────────────────────
+
+  /** The conditional UPDATE of a bare action changed nothing: says why (never returns). */
+  #refuse(actionId: string, state: ActionRow["state"], verb: string): never {
+    this.#expect(actionId, state, verb);
+    // Only reachable if the row were still in `state`, which the UPDATE just ruled out.
+    throw new TermadaError("INTERNAL", `Cannot ${verb} action "${actionId}"`);
+  }
 
   #expect(actionId: string, state: ActionRow["state"], verb: string): void {
     const row = this.#store.actions.get(actionId);

@@ -573,3 +573,33 @@ Deno.test("prune bounds the governance tables: ended actions, expired grants, ol
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("an action no budget applies to ends with one update, once, with the usual errors", () => {
+  const clock = fakeClock();
+  using store = tempStore(clock);
+  const ledger = new BudgetLedger(store, { clock });
+  const other = new BudgetLedger(store, { clock });
+  const elsewhere = [rule({ kinds: ["fleet"] })];
+  const once = (state: string) => (e: unknown) =>
+    e instanceof TermadaError && e.code === "INVALID_ARGUMENT" && e.details?.state === state;
+  const [a, b, c, d] = [
+    ...admitN(ledger, [], 2),
+    ...admitN(ledger, elsewhere, 2),
+  ];
+  for (const id of [a, b, c, d]) assert.equal(store.actions.get(id!)?.state, "admitted");
+  assert.deepEqual(store.budgets.reservationsOf(c!), []);
+  ledger.settle(a!, { ok: false, facts: { exit_code: 2 } });
+  assert.deepEqual(
+    [store.actions.get(a!)?.state, store.actions.get(a!)?.outcome],
+    ["failed", { exit_code: 2 }],
+  );
+  assert.throws(() => ledger.settle(a!, { ok: true }), once("failed"));
+  ledger.release(b!, "could not start");
+  assert.throws(() => ledger.unknown(b!, {}), once("released"));
+  ledger.unknown(c!, { status: "orphaned" });
+  assert.equal(store.actions.get(c!)?.state, "outcome_unknown");
+  // Ended by another ledger on the same store: this one finds it no longer admitted.
+  other.settle(d!, { ok: true });
+  assert.throws(() => ledger.settle(d!, { ok: true }), once("succeeded"));
+  assert.equal(store.budgets.used("default/ops", "global", T0), 0, "nothing counted");
+});

@@ -234,6 +234,32 @@ export class Cgroup {
     return out;
   }
 
+  /**
+   * Pids in this cgroup's own `cgroup.procs`, not its descendants' (at most MAX_PROCS). Empty
+   * when the cgroup is gone.
+   */
+  ownProcs(): number[] {
+    const out: number[] = [];
+    const text = readQuiet(`${this.path}/cgroup.procs`);
+    if (text === undefined) return out;
+    for (const s of text.split("\n")) {
+      if (s === "") continue;
+      out.push(Number(s));
+      if (out.length >= MAX_PROCS) break;
+    }
+    return out;
+  }
+
+  /**
+   * How many live cgroups are below this one (`cgroup.stat` nr_descendants; dying ones hold no
+   * process), or -1 when that cannot be read. One read instead of listing directories.
+   */
+  descendants(): number {
+    const text = readQuiet(`${this.path}/cgroup.stat`);
+    const m = text === undefined ? null : /^nr_descendants (\d+)$/m.exec(text);
+    return m ? Number(m[1]) : -1;
+  }
+
   /** Moves process `pid` (all its threads) into this cgroup. */
   addPid(pid: number): void {
     if (!Number.isInteger(pid) || pid <= 0) throw new RangeError(`Bad pid ${pid}`);
@@ -432,6 +458,7 @@ function sleep(ms: number): Promise<void> {
 const MAX_PROC_TEXT = 1 << 20;
 /** cgroup interface files are small; cgroup.procs of a big cgroup is ~7 bytes per pid. */
 const MAX_FILE_TEXT = 1 << 20;
+const readBuf = new Uint8Array(65536);
 const O_WRONLY = 1;
 /** Same value on x86_64 and aarch64. */
 const O_PATH = 0o10000000;
@@ -472,10 +499,23 @@ function readText(path: string, max: number): string | undefined {
   try {
     const chunks: Uint8Array[] = [];
     let total = 0;
-    const buf = new Uint8Array(65536);
+    // One buffer for every read (all synchronous, on one thread): listing a session's
+    // processes runs with each job result, and a fresh 64 KiB per read is measurable there.
+    // The common case, EOF before the buffer is full, decodes straight from it.
+    const buf = readBuf;
+    const cap = Math.min(buf.length, max);
+    let filled = 0;
+    while (filled < cap) {
+      const n = Number(libc.read(fd, buf.subarray(filled), BigInt(cap - filled)));
+      if (n < 0) return undefined; // e.g. ENODEV: the cgroup was removed meanwhile
+      if (n === 0) return decoder.decode(buf.subarray(0, filled));
+      filled += n;
+    }
+    chunks.push(buf.slice(0, filled));
+    total = filled;
     while (total < max) {
       const n = Number(libc.read(fd, buf, BigInt(Math.min(buf.length, max - total))));
-      if (n < 0) return undefined; // e.g. ENODEV: the cgroup was removed meanwhile
+      if (n < 0) return undefined;
       if (n === 0) break;
       chunks.push(buf.slice(0, n));
       total += n;

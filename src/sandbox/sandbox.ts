@@ -413,17 +413,65 @@ function cgroupMountOf(dir: string): string {
 }
 
 /** Reaps zombie children of this process that no Pty is waiting for (adopted orphans). */
-function reapOrphans(): number {
+export function reapOrphans(): number {
   let n = 0;
   const status = new Int32Array(1);
-  // A /proc scan, not task/<tid>/children: an orphan may be adopted by any of our threads.
-  for (const pid of allPids()) {
+  for (const pid of childCandidates()) {
     if (PtyClass.owns(pid)) continue;
     const st = procStat(pid);
     if (st?.ppid !== Deno.pid || st.state !== "Z") continue;
     if (sys().waitpid(pid, status, 1 /* WNOHANG */) === pid) n++;
   }
   return n;
+}
+
+/**
+ * Pids that may be our children: what every one of our threads' `children` file lists (an
+ * orphan may be adopted by any thread, and `children` lists a thread's own only), a dozen reads
+ * instead of one per process of the machine. Without those files (a kernel without
+ * CONFIG_PROC_CHILDREN) every pid, from a /proc scan. The caller checks each one's ppid.
+ */
+function childCandidates(): number[] {
+  const self = Deno.pid;
+  const main = readProcFile(`/proc/${self}/task/${self}/children`);
+  if (main === undefined) return allPids();
+  const out = parsePids(main);
+  for (const tid of taskIds(self)) {
+    if (tid === self) continue;
+    // undefined: the thread ended meanwhile; its children moved to another one (next round).
+    const text = readProcFile(`/proc/${self}/task/${tid}/children`);
+    if (text !== undefined) out.push(...parsePids(text));
+  }
+  return out;
+}
+
+function parsePids(text: string): number[] {
+  const out: number[] = [];
+  for (const s of text.split(" ")) {
+    const pid = Number(s);
+    if (pid > 0 && Number.isInteger(pid)) out.push(pid);
+  }
+  return out;
+}
+
+/** The thread ids of process `pid` (/proc/<pid>/task, through libc). */
+function taskIds(pid: number): number[] {
+  const libc = sys();
+  const dir = libc.opendir(cstr(`/proc/${pid}/task`));
+  if (dir === null) return [];
+  const out: number[] = [];
+  try {
+    for (;;) {
+      const ent = libc.readdir(dir);
+      if (ent === null) break;
+      const name = Deno.UnsafePointerView.getCString(ent, LINUX.DIRENT_NAME_OFFSET);
+      const c = name.charCodeAt(0);
+      if (c >= 48 && c <= 57) out.push(Number(name));
+    }
+  } finally {
+    libc.closedir(dir);
+  }
+  return out;
 }
 
 /**

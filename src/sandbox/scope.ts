@@ -25,11 +25,45 @@ export const KNOWN_PIDS = 4096;
 /** USER_HZ: the unit of /proc/<pid>/stat start times on Linux (100 on every architecture). */
 const TICKS_PER_SECOND = 100;
 
-/** Now, in the clock ticks since boot that /proc start times use. */
-export function nowTicks(): number {
+/** Recalibrate against /proc/uptime at most this often (ms of the monotonic clock). */
+const CALIBRATE_MS = 1000;
+/** A wall clock that moved this much more than the monotonic one means a suspend: recalibrate. */
+const SUSPEND_MS = 50;
+
+/**
+ * ticks = performance.now() / 10 + offset. /proc/uptime and /proc start times both count
+ * CLOCK_BOOTTIME; performance.now() counts CLOCK_MONOTONIC, which runs at the same rate and
+ * only falls behind during a suspend. Each calibration gives a lower bound of the offset (uptime
+ * is truncated to a tick, and the monotonic time is read after it), so keeping the largest one
+ * seen never overestimates and soon lands within a fraction of a tick of the truth; a suspend
+ * only makes the true offset larger, which the next calibration picks up.
+ */
+const ticks = { offset: -Infinity, calibratedMono: -Infinity, wallMinusMono: 0 };
+
+function calibrate(mono: number): void {
   const up = readProcFile("/proc/uptime");
+  const after = performance.now();
   const s = up === undefined ? NaN : Number(up.split(" ")[0]);
-  return Number.isFinite(s) ? Math.floor(s * TICKS_PER_SECOND) : 0;
+  ticks.calibratedMono = mono;
+  ticks.wallMinusMono = Date.now() - mono;
+  if (!Number.isFinite(s)) return;
+  const offset = Math.round(s * TICKS_PER_SECOND) - after / 10;
+  if (offset > ticks.offset) ticks.offset = offset;
+}
+
+/**
+ * Now, in the clock ticks since boot that /proc start times use: never above the truth and, as
+ * the first reads of /proc/uptime were, at most one tick below it (callers keep one tick of slack
+ * each side). Reads /proc/uptime at most once a second (and after a suspend); 0 when it cannot
+ * be read.
+ */
+export function nowTicks(): number {
+  const mono = performance.now();
+  if (
+    mono - ticks.calibratedMono >= CALIBRATE_MS ||
+    Math.abs(Date.now() - mono - ticks.wallMinusMono) > SUSPEND_MS
+  ) calibrate(mono);
+  return Number.isFinite(ticks.offset) ? Math.max(0, Math.floor(mono / 10 + ticks.offset)) : 0;
 }
 
 export class ProcessScope {
@@ -58,9 +92,25 @@ export class ProcessScope {
 
   /** Every live process of the scope, its root included. */
   all(): ProcessRef[] {
+    const out = this.#members();
+    const root = procStat(this.#root);
+    if (root && root.state !== "Z") out.push({ pid: this.#root, startTime: root.startTime });
+    return out;
+  }
+
+  /** Processes (never the root) that started within [from, to] ticks. */
+  startedBetween(from: number, to: number | undefined): ProcessRef[] {
+    return this.#members().filter((p) =>
+      p.startTime >= from && (to === undefined || p.startTime <= to)
+    );
+  }
+
+  /** Every live process of the scope but its root (whose stat is read only when asked for). */
+  #members(): ProcessRef[] {
+    const out: ProcessRef[] = [];
     if (this.cgroup) {
-      const out: ProcessRef[] = [];
-      for (const pid of this.cgroup.procs()) {
+      for (const pid of this.#cgroupPids()) {
+        if (pid === this.#root) continue;
         const st = procStat(pid);
         if (st && st.state !== "Z") out.push({ pid, startTime: st.startTime });
       }
@@ -72,17 +122,21 @@ export class ProcessScope {
       if (st && st.startTime === start) extra.push(pid);
       else this.#known.delete(pid);
     }
-    const out = this.#root > 1 ? processesOf(this.#root, extra) : [];
-    const root = procStat(this.#root);
-    if (root && root.state !== "Z") out.push({ pid: this.#root, startTime: root.startTime });
-    return out;
+    return this.#root > 1 ? processesOf(this.#root, extra) : [];
   }
 
-  /** Processes (never the root) that started within [from, to] ticks. */
-  startedBetween(from: number, to: number | undefined): ProcessRef[] {
-    return this.all().filter((p) =>
-      p.pid !== this.#root && p.startTime >= from && (to === undefined || p.startTime <= to)
-    );
+  /**
+   * The pids of the cgroup and its descendants. Its only child cgroup is ours (`hold`: sessions
+   * cannot reach the cgroup tree), so when cgroup.stat counts no other, the two cgroup.procs
+   * files are read directly instead of walking the directories.
+   */
+  #cgroupPids(): number[] {
+    const cg = this.cgroup!;
+    const hold = this.#hold ?? undefined;
+    const n = cg.descendants();
+    if (n === 0) return cg.ownProcs();
+    if (n === 1 && hold) return [...cg.ownProcs(), ...hold.ownProcs()];
+    return cg.procs();
   }
 
   /** Ends `set` (default: the whole scope) INT → TERM → KILL, until nothing is left. */

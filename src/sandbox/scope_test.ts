@@ -1,0 +1,86 @@
+import assert from "node:assert/strict";
+import { preloadNative, procStat, readProcFile } from "../pty/mod.ts";
+import { bash, waitFor } from "./_test_util.ts";
+import { CgroupTree, detectCgroup } from "./cgroup.ts";
+import { nowTicks, ProcessScope } from "./scope.ts";
+
+preloadNative(); // libc stays loaded for the process, not for one test
+
+function uptimeTicks(): number {
+  return Math.floor(Number(readProcFile("/proc/uptime")!.split(" ")[0]) * 100);
+}
+
+Deno.test("nowTicks is never ahead of /proc/uptime and at most one tick behind it", async () => {
+  for (let i = 0; i < 200; i++) {
+    const before = uptimeTicks();
+    const t = nowTicks();
+    const after = uptimeTicks();
+    assert.ok(t <= after, `nowTicks ${t} is ahead of the uptime ${after}`);
+    assert.ok(t >= before - 1, `nowTicks ${t} is more than a tick behind the uptime ${before}`);
+    if (i % 20 === 0) await new Promise((r) => setTimeout(r, 7));
+  }
+});
+
+Deno.test("a process started now has a start time within nowTicks' bounds", async () => {
+  const from = nowTicks() - 1;
+  const child = bash("exec sleep 100", {});
+  try {
+    const start = procStat(child.pid)!.startTime;
+    const to = nowTicks() + 1;
+    assert.ok(start >= from && start <= to, `${from} ≤ ${start} ≤ ${to}`);
+  } finally {
+    child.kill("SIGKILL");
+    await child.status;
+  }
+});
+
+Deno.test("startedBetween in a cgroup: never the root, a job's child and one in the hold", async () => {
+  const got = detectCgroup();
+  assert.ok(got.ok, got.ok ? "" : got.reason);
+  const tree = new CgroupTree(got.root);
+  const children: Deno.ChildProcess[] = [];
+  try {
+    const cg = tree.create("sess-scope");
+    const root = bash(`echo $$ > "$CG/cgroup.procs"; exec sleep 100`, { CG: cg.path });
+    children.push(root);
+    await waitFor("the root to join", () => cg.ownProcs().includes(root.pid));
+    const scope = new ProcessScope(root.pid, cg);
+    assert.equal(cg.descendants(), 0);
+    assert.deepEqual(scope.startedBetween(0, undefined), [], "only the root: nothing");
+    assert.deepEqual(scope.all().map((p) => p.pid), [root.pid]);
+    const from = nowTicks() - 1;
+    const job = bash(`echo $$ > "$CG/cgroup.procs"; exec sleep 100`, { CG: cg.path });
+    children.push(job);
+    await waitFor("the job's child to join", () => cg.ownProcs().includes(job.pid));
+    assert.deepEqual(scope.startedBetween(from, nowTicks() + 1).map((p) => p.pid), [job.pid]);
+    assert.deepEqual(scope.startedBetween(nowTicks() + 5, undefined), [], "not started yet");
+    const hold = scope.hold()!;
+    assert.ok(hold, "a hold cgroup");
+    assert.equal(cg.descendants(), 1);
+    const held = bash(`echo $$ > "$CG/cgroup.procs"; exec sleep 100`, { CG: hold.path });
+    children.push(held);
+    await waitFor("the held one to join", () => hold.ownProcs().includes(held.pid));
+    assert.deepEqual(
+      scope.startedBetween(from, undefined).map((p) => p.pid).sort(),
+      [job.pid, held.pid].sort(),
+    );
+    // A cgroup the scope does not know of is walked, not skipped.
+    const extra = cg.child("extra");
+    const inner = bash(`echo $$ > "$CG/cgroup.procs"; exec sleep 100`, { CG: extra.path });
+    children.push(inner);
+    await waitFor("the inner one to join", () => extra.ownProcs().includes(inner.pid));
+    assert.equal(cg.descendants(), 2);
+    assert.ok(scope.startedBetween(from, undefined).some((p) => p.pid === inner.pid));
+    hold.freeze(false);
+  } finally {
+    for (const c of children) {
+      try {
+        c.kill("SIGKILL");
+      } catch {
+        // Already exited.
+      }
+      await c.status;
+    }
+    await tree.removeAll();
+  }
+});

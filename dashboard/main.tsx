@@ -16,6 +16,7 @@ import { SessionCard } from "./terminal.tsx";
 import { MissionsView } from "./missions.tsx";
 import { ServersView } from "./servers.tsx";
 import { VaultView } from "./vault.tsx";
+import { ReplayView } from "./replay.tsx";
 import { ApprovalQuorum, GovernanceView, ProblemLine, problemOf } from "./governance.tsx";
 import {
   ActivityView,
@@ -50,6 +51,7 @@ type Tab =
   | "servers"
   | "vault"
   | "governance"
+  | "replay"
   | "activity"
   | "agents"
   | "policy";
@@ -69,6 +71,12 @@ const MAX_EVENTS = 1000;
  * at most 6 per origin: the events stream + 4 terminals leave one for the API calls (approve!).
  */
 const MAX_LIVE = 4;
+
+/**
+ * Session cards per page of the Sessions view. The page's sessions stream (up to MAX_LIVE; the
+ * others on the page offer Follow live); sessions on other pages hold no connection.
+ */
+export const PAGE_SIZE = 6;
 
 /** An agent's sessions by workspace label (labelled groups first, sorted; unlabelled last). */
 function byWorkspace(list: OperatorSession[]): [string | undefined, OperatorSession[]][] {
@@ -109,6 +117,12 @@ function App(props: { token: string }): preact.JSX.Element {
     { kind: "stop" } | { kind: "kill"; job: OperatorJob } | undefined
   >();
   const [followed, setFollowed] = useState<string[]>([]);
+  // The Sessions view's page (PAGE_SIZE cards each).
+  const [page, setPage] = useState(0);
+  // The recording open in the Replay tab.
+  const [replaying, setReplaying] = useState<string | undefined>();
+  // Bumped on session events: the Replay list refetches.
+  const [replayPulse, setReplayPulse] = useState(0);
   // The reason typed per approval (sent with Approve / Deny).
   const [reasons, setReasons] = useState<Record<string, string>>({});
   // Per approval card: the last Approve that counted without reaching the quorum, or the error.
@@ -183,6 +197,7 @@ function App(props: { token: string }): preact.JSX.Element {
           setServerPulse((n) => n + 1);
           setVaultPulse((n) => n + 1);
           setGovPulse((n) => n + 1);
+          setReplayPulse((n) => n + 1);
         } else if (s === "offline") {
           setConn("offline");
           if (detail === "HTTP 401") {
@@ -205,6 +220,7 @@ function App(props: { token: string }): preact.JSX.Element {
           setServerPulse((n) => n + 1);
         }
         if (m.event === "resync" || /^vault\./.test(m.event)) setVaultPulse((n) => n + 1);
+        if (m.event === "resync" || /^session\./.test(m.event)) setReplayPulse((n) => n + 1);
         if (m.event === "resync" || /^(approval|action|policy|auth|audit|job)\./.test(m.event)) {
           setGovPulse((n) => n + 1);
         }
@@ -338,23 +354,35 @@ function App(props: { token: string }): preact.JSX.Element {
     return () => removeEventListener("hashchange", onHash);
   }, []);
 
-  // Keep the followed set to open sessions; fill free slots in display order.
+  // Sessions in display order (by agent, then workspace), paged.
+  const ordered = orderSessions(sessions);
+  const pages = Math.max(1, Math.ceil(ordered.length / PAGE_SIZE));
+  const shownPage = Math.min(page, pages - 1);
+  const onPage = ordered.slice(shownPage * PAGE_SIZE, (shownPage + 1) * PAGE_SIZE);
+  const onPageKey = onPage.map((s) => s.session_id).join(" ");
+  // Keep the followed set to the page's open sessions; fill free slots in display order.
   useEffect(() => {
     setFollowed((f) => {
-      const open = new Set(sessions.map((s) => s.session_id));
+      const open = new Set(onPage.map((s) => s.session_id));
       const next = f.filter((id) => open.has(id));
-      for (const s of sessions) {
+      for (const s of onPage) {
         if (next.length >= MAX_LIVE) break;
         if (!next.includes(s.session_id)) next.push(s.session_id);
       }
       return next.length === f.length && next.every((id, i) => id === f[i]) ? f : next;
     });
-  }, [sessions]);
+  }, [onPageKey]);
   const follow = (id: string) =>
     setFollowed((f) => [...f.filter((x) => x !== id), id].slice(-MAX_LIVE));
+  /** Shows the page holding session `id` and follows it live. */
+  const showSession = (id: string) => {
+    const i = ordered.findIndex((s) => s.session_id === id);
+    if (i >= 0) setPage(Math.floor(i / PAGE_SIZE));
+    follow(id);
+  };
   // "Open terminal" (Missions): follow the session live and scroll its card into view.
   const openSession = (id: string) => {
-    if (!followed.includes(id)) follow(id);
+    showSession(id);
     setTab("sessions");
     setTimeout(() => {
       document.querySelector(`[data-session="${CSS.escape(id)}"]`)?.scrollIntoView({
@@ -371,12 +399,22 @@ function App(props: { token: string }): preact.JSX.Element {
     );
 
   const byAgent = new Map<string, OperatorSession[]>();
-  for (const s of sessions) {
+  for (const s of onPage) {
     const list = byAgent.get(s.owner) ?? [];
     list.push(s);
     byAgent.set(s.owner, list);
   }
   const agents = [...byAgent.keys()].sort();
+  // Commands parked for approval, by session (each card shows a banner with Approve / Deny).
+  const parked = new Map<string, PendingApproval[]>();
+  for (const a of approvals) parked.set(a.session_id, [...(parked.get(a.session_id) ?? []), a]);
+  // Jobs the stop-all barrier refused: the engine ends them `failed`; their event says refused.
+  const refused = new Map<string, string>();
+  for (const e of events) {
+    if (e.type === "admission.refused" && typeof e.data.job_id === "string") {
+      refused.set(e.data.job_id, String(e.data.reason ?? "refused"));
+    }
+  }
   const activeJobs = jobs.filter(isActive).length;
   const stopped = status?.stopped ?? false;
   // Not live: the lists are whatever the last refresh saw; say so (and dim the views).
@@ -440,6 +478,7 @@ function App(props: { token: string }): preact.JSX.Element {
           {tabButton("servers", "Servers")}
           {tabButton("vault", "Vault")}
           {tabButton("governance", "Governance")}
+          {tabButton("replay", "Replay")}
           {tabButton("activity", "Activity")}
           {tabButton("agents", "Agents")}
           {tabButton("policy", "Policy")}
@@ -449,6 +488,16 @@ function App(props: { token: string }): preact.JSX.Element {
       <main hidden={tab !== "sessions"} class={viewClass("sessions")} data-stale={String(stale)}>
         {staleNote}
         {agents.length === 0 && <p class="empty">No open sessions.</p>}
+        {pages > 1 && (
+          <SessionPager
+            sessions={ordered}
+            page={shownPage}
+            pages={pages}
+            parked={parked}
+            onPage={setPage}
+            onShow={showSession}
+          />
+        )}
         {agents.map((agent) => (
           <section class="agent" key={agent} data-agent={agent}>
             <h2>{agent}</h2>
@@ -463,6 +512,11 @@ function App(props: { token: string }): preact.JSX.Element {
                     live={followed.includes(s.session_id)}
                     onFollow={() => follow(s.session_id)}
                     onLease={soon}
+                    approvals={{
+                      pending: parked.get(s.session_id) ?? [],
+                      busy,
+                      onDecide: decide,
+                    }}
                   />
                 ))}
               </div>
@@ -502,6 +556,8 @@ function App(props: { token: string }): preact.JSX.Element {
       <main hidden={tab !== "jobs"} class={viewClass("jobs-view")} data-stale={String(stale)}>
         {staleNote}
         <JobsView
+          token={token}
+          refused={refused}
           jobs={jobs}
           busy={busy}
           onKill={(job) => setConfirm({ kind: "kill", job })}
@@ -551,6 +607,16 @@ function App(props: { token: string }): preact.JSX.Element {
         {staleNote}
         <GovernanceView token={token} visible={tab === "governance"} pulse={govPulse} />
       </main>
+      <main hidden={tab !== "replay"} class={viewClass("replay-view")} data-stale={String(stale)}>
+        {staleNote}
+        <ReplayView
+          token={token}
+          visible={tab === "replay"}
+          pulse={replayPulse}
+          selected={replaying}
+          onSelect={setReplaying}
+        />
+      </main>
       <main hidden={tab !== "activity"} class={viewClass("activity")} data-stale={String(stale)}>
         {staleNote}
         <ActivityView events={events} verify={verify} />
@@ -585,6 +651,72 @@ function App(props: { token: string }): preact.JSX.Element {
           )}
       </Confirm>
     </div>
+  );
+}
+
+/** Sessions in the Sessions view's order: by agent, then workspace (labelled first). */
+function orderSessions(list: OperatorSession[]): OperatorSession[] {
+  const byOwner = new Map<string, OperatorSession[]>();
+  for (const s of list) byOwner.set(s.owner, [...(byOwner.get(s.owner) ?? []), s]);
+  return [...byOwner.keys()].sort().flatMap((o) =>
+    byWorkspace(byOwner.get(o)!).flatMap(([, l]) => l)
+  );
+}
+
+/**
+ * The pager of the Sessions view (more sessions than a page holds): previous / next, which
+ * sessions the page shows, and every session as a chip (its state, a mark when a command of it
+ * waits for approval) that opens its page and follows it.
+ */
+function SessionPager(props: {
+  sessions: OperatorSession[];
+  page: number;
+  pages: number;
+  parked: Map<string, PendingApproval[]>;
+  onPage: (n: number) => void;
+  onShow: (id: string) => void;
+}): preact.JSX.Element {
+  const { page, pages } = props;
+  const from = page * PAGE_SIZE;
+  const to = Math.min(props.sessions.length, from + PAGE_SIZE);
+  return (
+    <nav class="pager" aria-label="Session pages" data-pager>
+      <button
+        type="button"
+        data-page-prev
+        disabled={page === 0}
+        onClick={() => props.onPage(page - 1)}
+      >
+        ‹ Previous
+      </button>
+      <span data-page-info={`${page + 1}/${pages}`}>
+        Sessions {from + 1}–{to} of {props.sessions.length} · page {page + 1} of {pages}
+      </span>
+      <button
+        type="button"
+        data-page-next
+        disabled={page >= pages - 1}
+        onClick={() => props.onPage(page + 1)}
+      >
+        Next ›
+      </button>
+      <ol class="session-index">
+        {props.sessions.map((s, i) => (
+          <li key={s.session_id}>
+            <button
+              type="button"
+              data-session-chip={s.session_id}
+              class={`chip ${s.state} ${Math.floor(i / PAGE_SIZE) === page ? "here" : ""}`}
+              title={`${s.owner} · ${s.cwd} · ${s.cols}×${s.rows}`}
+              onClick={() => props.onShow(s.session_id)}
+            >
+              {s.session_id}
+              {props.parked.has(s.session_id) && <span class="wait">· approval</span>}
+            </button>
+          </li>
+        ))}
+      </ol>
+    </nav>
   );
 }
 

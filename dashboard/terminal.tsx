@@ -4,11 +4,72 @@
 /// <reference lib="dom.iterable" />
 /** One session as a live xterm.js terminal fed by `/api/sessions/:id/stream`. */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { Terminal } from "@xterm/xterm";
+import type { Terminal } from "@xterm/xterm";
 import { followStream, fromBase64, type StreamState } from "./sse.ts";
-import { mirrorStyles } from "./styles.ts";
+import { openTerm, watchFit } from "./xterm.ts";
 import { SessionTarget } from "./servers.tsx";
-import type { OperatorSession, ToolError } from "../src/wire/mod.ts";
+import type { OperatorSession, PendingApproval, ToolError } from "../src/wire/mod.ts";
+
+/** Page height kept free around a live terminal (the header, the card's own header). */
+const FIT_RESERVE = 150;
+
+/** What a card needs to decide a parked command of its session in place. */
+export interface CardApprovals {
+  /** The session's pending approvals. */
+  pending: PendingApproval[];
+  busy: Record<string, boolean>;
+  onDecide: (id: string, verb: "approve" | "deny") => void;
+}
+
+/** "Waiting for approval apr_… — Approve / Deny" for each command parked in the session. */
+export function ApprovalBanner(props: { approvals?: CardApprovals }): preact.JSX.Element | null {
+  const a = props.approvals;
+  if (!a || a.pending.length === 0) return null;
+  return (
+    <>
+      {a.pending.map((p) => (
+        <div
+          class="approval-banner"
+          role="alert"
+          key={p.approval_id}
+          data-approval-banner={p.approval_id}
+        >
+          <span class="what">
+            Waiting for approval <code>{p.approval_id}</code>: <code>{p.command.join(" ")}</code>
+          </span>
+          <button
+            type="button"
+            class="approve"
+            data-banner-approve
+            disabled={!!a.busy[p.approval_id]}
+            onClick={() => a.onDecide(p.approval_id, "approve")}
+          >
+            Approve
+          </button>
+          <button
+            type="button"
+            class="deny danger"
+            data-banner-deny
+            disabled={!!a.busy[p.approval_id]}
+            onClick={() => a.onDecide(p.approval_id, "deny")}
+          >
+            Deny
+          </button>
+        </div>
+      ))}
+    </>
+  );
+}
+
+/** The PTY's size, as the agent (or an operator's resize) set it. */
+function PtySize(props: { session: OperatorSession }): preact.JSX.Element {
+  const { cols, rows } = props.session;
+  return (
+    <span class="pty" data-pty-size={`${cols}x${rows}`} title="The session's PTY size">
+      {cols}×{rows}
+    </span>
+  );
+}
 
 /** A session's card: a live terminal when followed, else a button to follow it. */
 export function SessionCard(
@@ -19,11 +80,20 @@ export function SessionCard(
     onFollow: () => void;
     /** Called after a takeover or release (to refresh the session list). */
     onLease?: () => void;
+    /** Commands of this session parked for approval (a banner with Approve / Deny). */
+    approvals?: CardApprovals;
   },
 ): preact.JSX.Element {
   const s = props.session;
   if (props.live) {
-    return <SessionTerminal session={s} token={props.token} onLease={props.onLease} />;
+    return (
+      <SessionTerminal
+        session={s}
+        token={props.token}
+        onLease={props.onLease}
+        approvals={props.approvals}
+      />
+    );
   }
   return (
     <section class="session paused" data-session={s.session_id}>
@@ -31,9 +101,11 @@ export function SessionCard(
         <span class="sid">{s.session_id}</span>
         <span class={`badge ${s.state}`}>{s.state}</span>
         <SessionTarget session={s} />
+        <PtySize session={s} />
         <span class="cwd" title={s.cwd}>{s.shell} · {s.cwd}</span>
         <button type="button" class="follow" onClick={props.onFollow}>Follow live</button>
       </header>
+      <ApprovalBanner approvals={props.approvals} />
     </section>
   );
 }
@@ -180,7 +252,12 @@ export class OperatorLink {
 }
 
 function SessionTerminal(
-  props: { session: OperatorSession; token: string; onLease?: () => void },
+  props: {
+    session: OperatorSession;
+    token: string;
+    onLease?: () => void;
+    approvals?: CardApprovals;
+  },
 ): preact.JSX.Element {
   const host = useRef<HTMLDivElement>(null);
   const termRef = useRef<Terminal | undefined>(undefined);
@@ -236,20 +313,18 @@ function SessionTerminal(
   useEffect(() => {
     const el = host.current;
     if (!el) return;
-    const term = new Terminal({
+    const opened = openTerm(el, {
       cols: Math.max(2, sizeRef.current.cols),
       rows: Math.max(1, sizeRef.current.rows),
       disableStdin: !heldRef.current,
-      convertEol: false,
       scrollback: 5000,
-      fontSize: 13,
-      cursorBlink: false,
     });
+    const term = opened.term;
     termRef.current = term;
     setTermSize({ cols: term.cols, rows: term.rows });
     const sized = term.onResize((sz) => setTermSize({ cols: sz.cols, rows: sz.rows }));
-    const unmirror = mirrorStyles(el);
-    term.open(el);
+    // The PTY's grid, at the font that fills the card (refit on window and grid changes).
+    const fit = watchFit(term, el, FIT_RESERVE);
     // While taken over, keys go to the session; Shift+Escape leaves the terminal (Tab is the
     // shell's) and moves focus to the Release button.
     term.attachCustomKeyEventHandler((e) => {
@@ -285,9 +360,9 @@ function SessionTerminal(
       abort.abort();
       onData.dispose();
       sized.dispose();
+      fit.stop();
       if (termRef.current === term) termRef.current = undefined;
-      term.dispose();
-      unmirror();
+      opened.dispose();
     };
   }, [session_id, props.token]);
 
@@ -365,6 +440,7 @@ function SessionTerminal(
         <span class="sid">{s.session_id}</span>
         <span class={`badge ${s.state}`}>{s.state}</span>
         <SessionTarget session={s} />
+        <PtySize session={s} />
         <span class="cwd" title={s.cwd}>{s.shell} · {s.cwd}</span>
         <span class={`stream ${state}`}>{state}</span>
         {held && (
@@ -419,6 +495,7 @@ function SessionTerminal(
           : null}
         {opError ? <span class="op-error">{opError}</span> : null}
       </p>
+      <ApprovalBanner approvals={props.approvals} />
       <div class="term" ref={host} data-cols={termSize?.cols} data-rows={termSize?.rows} />
     </section>
   );

@@ -10,6 +10,25 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { JobOutputPage, OperatorJob } from "../src/wire/mod.ts";
 import { isActiveStatus } from "../src/wire/statuses.ts";
+import { JobScreen } from "./replay.tsx";
+
+/** Where a job's screen comes from: its session's recording, over the job's time window. */
+export interface ScreenSource {
+  token: string;
+  sessionId: string;
+  startedAt: string;
+  durationMs: number;
+  active: boolean;
+}
+
+/**
+ * The status to show: the engine ends a command the stop-all barrier refused as `denied`
+ * (before it ran, like a policy denial); the `admission.refused` event of its job says it was
+ * the barrier, shown as `refused`.
+ */
+export function shownStatus(status: string, jobId: string, refused?: Map<string, string>): string {
+  return (status === "denied" || status === "failed") && refused?.has(jobId) ? "refused" : status;
+}
 
 /** The job a `JobOutput` panel shows: a listed job, or a mission step's evidence job. */
 export type OutputJob = Pick<OperatorJob, "job_id" | "command"> & { status: string };
@@ -88,6 +107,9 @@ export function JobOutput(props: {
   job: OutputJob;
   load: (id: string, cursor?: string) => Promise<JobOutputPage>;
   onClose: () => void;
+  /** The job's screen from its session's recording (a Text / Screen toggle). */
+  screen?: ScreenSource;
+  refused?: Map<string, string>;
 }): preact.JSX.Element {
   const id = props.job.job_id;
   const [text, setText] = useState("");
@@ -96,6 +118,11 @@ export function JobOutput(props: {
   const [status, setStatus] = useState<string>(props.job.status);
   const [loading, setLoading] = useState(false);
   const [error, setError] = useState<string | undefined>();
+  // Text (the cleaned output) or Screen (rendered); a full-screen job opens on its screen.
+  const [view, setView] = useState<"text" | "screen" | undefined>();
+  const [fullScreen, setFullScreen] = useState(false);
+  const [screenReload, setScreenReload] = useState(0);
+  const shown = view ?? (fullScreen ? "screen" : "text");
   const gen = useRef(0);
   const page = async (cursor: string | undefined, reset: boolean) => {
     const mine = ++gen.current;
@@ -126,20 +153,59 @@ export function JobOutput(props: {
         <h2>
           Output of <span class="mono">{id}</span>
         </h2>
-        <span class={`badge st-${status}`}>{status}</span>
+        <StatusBadge
+          status={shownStatus(status, id, props.refused)}
+          reason={props.refused?.get(id)}
+        />
         <span class="cmd">
           <code>{props.job.command.join(" ")}</code>
         </span>
+        {props.screen && (
+          <span class="toggle" role="group" aria-label="Show">
+            {(["text", "screen"] as const).map((v) => (
+              <button
+                type="button"
+                key={v}
+                data-output-view={v}
+                class={shown === v ? "on" : ""}
+                aria-pressed={shown === v}
+                onClick={() => setView(v)}
+              >
+                {v === "text" ? "Text" : "Screen"}
+              </button>
+            ))}
+          </span>
+        )}
         <button type="button" data-close-output onClick={props.onClose}>Close</button>
       </header>
       {error && <p class="error" role="alert">{error}</p>}
-      <pre class="output" data-output>{text || (loading ? "Loading…" : "(no output yet)")}</pre>
+      {fullScreen && (
+        <p class="note" data-full-screen>
+          A full-screen program: its text output runs its frames together; Screen shows what it
+          drew.
+        </p>
+      )}
+      <pre class="output" data-output hidden={shown === "screen"}>
+        {text || (loading ? "Loading…" : "(no output yet)")}
+      </pre>
+      {props.screen && (
+        <div class="screen-box" hidden={shown !== "screen"} data-screen-box>
+          <JobScreen
+            {...props.screen}
+            reload={screenReload}
+            onFullScreen={setFullScreen}
+          />
+        </div>
+      )}
       <div class="actions">
         <button
           type="button"
           data-load-more
           disabled={loading || next === undefined}
-          onClick={() => page(next, false)}
+          onClick={() => {
+            page(next, false);
+            setScreenReload((n) => n + 1);
+          }}
         >
           {more ? "Load more" : "Check for new output"}
         </button>
@@ -148,11 +214,24 @@ export function JobOutput(props: {
   );
 }
 
+/** A job's status badge; `reason` (e.g. why it was refused) on hover. */
+export function StatusBadge(props: { status: string; reason?: string }): preact.JSX.Element {
+  return (
+    <span class={`badge st-${props.status}`} data-shown-status={props.status} title={props.reason}>
+      {props.status}
+    </span>
+  );
+}
+
 export function JobsView(props: {
   jobs: OperatorJob[];
   busy: Record<string, boolean>;
   onKill: (job: OperatorJob) => void;
   loadOutput: (id: string, cursor?: string) => Promise<JobOutputPage>;
+  /** The operator token (the job screen reads the session's recording). */
+  token?: string;
+  /** Jobs the stop-all barrier refused (job id → reason), from `admission.refused` events. */
+  refused?: Map<string, string>;
 }): preact.JSX.Element {
   const [open, setOpen] = useState<string | undefined>();
   const active = props.jobs.filter(isActive);
@@ -162,7 +241,8 @@ export function JobsView(props: {
     <tr
       key={j.job_id}
       data-job={j.job_id}
-      data-status={j.status}
+      data-status={shownStatus(j.status, j.job_id, props.refused)}
+      data-engine-status={j.status}
       class={`openable ${open === j.job_id ? "open" : ""}`}
       onClick={(e) => {
         if ((e.target as HTMLElement).closest("button")) return;
@@ -186,7 +266,10 @@ export function JobsView(props: {
         <code>{j.command.join(" ")}</code>
       </td>
       <td>
-        <span class={`badge st-${j.status}`}>{j.status}</span>
+        <StatusBadge
+          status={shownStatus(j.status, j.job_id, props.refused)}
+          reason={props.refused?.get(j.job_id)}
+        />
       </td>
       <td>{j.exit_code ?? j.signal ?? ""}</td>
       <td>{time(j.started_at)}</td>
@@ -233,6 +316,16 @@ export function JobsView(props: {
           job={opened}
           load={props.loadOutput}
           onClose={() => setOpen(undefined)}
+          refused={props.refused}
+          screen={props.token
+            ? {
+              token: props.token,
+              sessionId: opened.session_id,
+              startedAt: opened.started_at,
+              durationMs: opened.duration_ms,
+              active: isActive(opened),
+            }
+            : undefined}
         />
       )}
       <h2>Active</h2>

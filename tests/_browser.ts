@@ -59,3 +59,39 @@ export async function closeBrowser(
   }
   for (const dir of dirs) await Deno.remove(dir, { recursive: true }).catch(() => {});
 }
+
+/**
+ * Collects everything the dashboard must never cause, across every view: console errors and
+ * warnings (a CSP refusal is a console error), uncaught page errors, failed requests and
+ * responses with status ≥ 400. Requests the page aborts on purpose — an SSE stream it closes
+ * when a terminal leaves the page or a view closes — report `net::ERR_ABORTED` and are not
+ * problems; `allow` lists URL patterns a test provokes an error status on deliberately.
+ */
+export function watchConsole(page: Page, allow: RegExp[] = []): string[] {
+  const problems: string[] = [];
+  page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
+  page.on("console", (m) => {
+    const t = m.type();
+    if (t === "error" || t === "warn" || /Content Security Policy/i.test(m.text())) {
+      problems.push(`console.${t}: ${m.text()} @ ${m.location()?.url ?? ""}`);
+    }
+  });
+  page.on("requestfailed", (r) => {
+    const err = r.failure()?.errorText ?? "";
+    if (err === "net::ERR_ABORTED") return;
+    problems.push(`requestfailed: ${r.method()} ${r.url()} ${err}`);
+  });
+  page.on("response", (r) => {
+    if (r.status() >= 400 && !allow.some((re) => re.test(r.url()))) {
+      problems.push(`HTTP ${r.status()}: ${r.request().method()} ${r.url()}`);
+    }
+  });
+  return problems;
+}
+
+/** Waits for two animation frames (layout and a refit settled). */
+export async function settled(page: Page): Promise<void> {
+  await page.evaluate(
+    `document.fonts.ready.then(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))))`,
+  );
+}

@@ -652,11 +652,10 @@ export class AgentOps {
       }
     } catch (err) {
       const e = toTermadaError(err);
-      engine.jobs.abandon(
-        res,
-        e.code === "DENIED_BY_POLICY" ? "denied" : "failed",
-        e.message,
-      );
+      // Refused before it ran (the policy, the kill switch, a budget): denied, not failed.
+      const refused = e.code === "DENIED_BY_POLICY" || e.code === "STOPPED" ||
+        e.code === "BUDGET_EXCEEDED";
+      engine.jobs.abandon(res, refused ? "denied" : "failed", e.message);
       throw new TermadaError(e.code, e.message, {
         cause: e,
         hint: e.hint,

@@ -309,6 +309,7 @@ export function summarize(j: Job): JobSummary {
     started_at: new Date(j.startedAt).toISOString(),
     duration_ms: j.durationMs,
     ...(j.cwd === undefined ? {} : { cwd: j.cwd }),
+    ...(j.reason === undefined ? {} : { reason: j.reason }),
   };
 }
 

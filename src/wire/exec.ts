@@ -257,6 +257,8 @@ export const JobSummary = z.object({
   started_at: z.string(),
   duration_ms: z.number().int(),
   cwd: z.string().optional(),
+  /** Why it ended the way it did (denied, refused during stop-all, failed, killed…). */
+  reason: z.string().optional(),
 });
 export type JobSummary = z.infer<typeof JobSummary>;
 

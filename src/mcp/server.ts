@@ -23,6 +23,7 @@ import { type ErrorBody, logger, toTermadaError } from "../shared/mod.ts";
 import { parseInput, ToolError } from "../wire/mod.ts";
 import { portableSchema } from "./json_schema.ts";
 import { type ToolContext, type ToolDef, TOOLS } from "./tools.ts";
+import { registerResources, resourceLinks } from "./resources.ts";
 
 const log = logger("mcp");
 
@@ -129,8 +130,15 @@ export function callParams(params: unknown): CallParams {
 export function createMcpServer(options: McpServerOptions): Server {
   const server = new Server(
     { name: "termada", title: "Termada", version: options.version },
-    { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+    {
+      capabilities: {
+        tools: { listChanged: false },
+        resources: { subscribe: true, listChanged: false },
+      },
+      instructions: INSTRUCTIONS,
+    },
   );
+  registerResources(server, options);
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listTools() }) as never);
   // Registered with the protocol layer's own method: the SDK server's override would validate
   // each request and each result again with its zod schemas (≈ 40 µs a call, measured). The
@@ -177,7 +185,7 @@ export function createMcpServer(options: McpServerOptions): Server {
       const args = parseInput(tool.input, params.arguments);
       const result = await tool.run(ctx, args);
       return {
-        content: [{ type: "text", text: tool.render(result) }],
+        content: [{ type: "text", text: tool.render(result) }, ...resourceLinks(tool.name, result)],
         structuredContent: result as Record<string, unknown>,
       } satisfies CallToolResult;
     } catch (err) {

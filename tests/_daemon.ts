@@ -1,7 +1,7 @@
 /** Helpers for black-box daemon tests: spawn `termada serve` as a real process in a temp home. */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import type { ClientCapabilities, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { preloadNative, procStat } from "../src/pty/mod.ts";
 
 preloadNative();
@@ -294,12 +294,17 @@ export async function stdioClient(
   home: string,
   shimArgs: string[] = [],
   env: Record<string, string> = {},
+  options: { capabilities?: ClientCapabilities; setup?: (client: Client) => void } = {},
 ): Promise<Client & AsyncDisposable> {
   const transport = new ChildStdioTransport({
     args: [...DENO_ARGS, "serve", "--stdio", ...shimArgs],
     env: termadaEnv(home, env),
   });
-  const client = new Client({ name: "termada-test", version: "1" });
+  const client = new Client(
+    { name: "termada-test", version: "1" },
+    options.capabilities ? { capabilities: options.capabilities } : undefined,
+  );
+  options.setup?.(client);
   await client.connect(transport);
   return Object.assign(client, {
     async [Symbol.asyncDispose]() {

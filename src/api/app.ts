@@ -24,6 +24,8 @@ const log = logger("api");
 
 export interface AppOptions {
   control: Control;
+  /** Ask approvals in agents' own MCP clients too (`approvals.elicitation`). */
+  elicitApprovals?: boolean;
   /** Mission Control (MCP mission tools and /api/missions); absent → NOT_SUPPORTED / 404. */
   missions?: MissionService;
   version: string;
@@ -76,6 +78,7 @@ export function createApp(options: AppOptions): TermadaApp {
       ...(options.missions ? { missions: options.missions } : {}),
       version: options.version,
       limits: reportedLimits(control),
+      ...(options.elicitApprovals ? { elicitApprovals: true } : {}),
     },
     attach: (agent, via) => control.presence.attach(agent, via),
     onAgent: options.onAgent,

@@ -311,6 +311,12 @@ const Redaction = z.strictObject({
 const Approvals = z.strictObject({
   /** An approval nobody answers is denied after this long. */
   confirm_timeout_ms: int(100, 86_400_000).default(120_000),
+  /**
+   * Also ask the human in the agent's own MCP client (elicitation) when it supports it: their
+   * answer is one approval by `client:<agent>`, for the default requirement only (off: nothing
+   * proves who answers in a client the operator does not run).
+   */
+  elicitation: z.boolean().default(false),
 });
 
 /** A rule pattern (glob syntax in docs/POLICY.md). */

@@ -42,7 +42,7 @@ Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
       finished_per_agent: 200,
       spool_max_bytes: 16 * 1024 * 1024,
     },
-    approvals: { confirm_timeout_ms: 120_000 },
+    approvals: { confirm_timeout_ms: 120_000, elicitation: false },
     redaction: { patterns: [] },
     policies: {
       default: { allow: [], deny: [], confirm: [], auto_answer: [], rules: [], budgets: [] },

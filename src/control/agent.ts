@@ -17,8 +17,9 @@ import {
   type Session,
   sessionInfo,
 } from "../engine/mod.ts";
-import { TermadaError, toTermadaError } from "../shared/mod.ts";
+import { notFound, TermadaError, toTermadaError } from "../shared/mod.ts";
 import { PARSE_LIMITS, parseOutput, parserEnv } from "../parse/mod.ts";
+import { decodeCursor, encodeCursor, MAX_PAGE_BYTES } from "../output/mod.ts";
 import type {
   Boundary,
   ExecKillInput,
@@ -49,6 +50,7 @@ import { FileOps } from "./files.ts";
 import { SnapshotOps, type SnapshotPolicy } from "./snapshots.ts";
 import type { Trail } from "./trail.ts";
 import { type AgentVaultEntry, assertDataVariables, type VaultOps } from "./vault.ts";
+import { type RecordingCast, RecordingOps, type RecordingsOptions } from "./recordings.ts";
 
 /** Programs whose stdin lines are commands: a line typed into them is checked like a command. */
 
@@ -331,6 +333,39 @@ export class AgentOps {
   /** The owner's default session, if it is open (for the reaper). */
   forgetDefault(owner: string): void {
     this.#defaults.delete(owner);
+  }
+
+  // ── approvals asked in the agent's own client (MCP elicitation) ───────────
+
+  /**
+   * The approval of one of `owner`'s jobs its MCP client may ask its human about (the daemon
+   * enables it with `approvals.elicitation`; only the default one-approval requirement).
+   */
+  elicitable(
+    owner: string,
+    approvalId: string,
+  ): { command: string[]; expiresAt: number } | undefined {
+    return this.#approvals.elicitable(owner, approvalId);
+  }
+
+  /**
+   * The answer the human gave in the agent's client: one approval by principal
+   * `client:<agent>`, audited as such (`via: elicitation`); the first answer wins — one that
+   * comes after an operator decided is refused by the book.
+   */
+  async elicitedDecision(
+    owner: string,
+    approvalId: string,
+    approve: boolean,
+    reason?: string,
+  ): Promise<void> {
+    if (!this.#approvals.elicitable(owner, approvalId)) throw notFound("approval", approvalId);
+    const principal = `client:${owner}`;
+    await this.#approvals.decide(approvalId, approve, {
+      kind: "operator",
+      id: principal,
+      auth: { via: "elicitation", principal, roles: [], amr: [] },
+    }, reason ?? `answered in the client of agent "${owner}"`);
   }
 
   // ── commands ──────────────────────────────────────────────────────────────
@@ -665,5 +700,130 @@ export class AgentOps {
     }
     await engine.jobs.start(res);
     return res.job;
+  }
+
+  // ── resources ─────────────────────────────────────────────────────────────
+  // What the MCP resources (src/mcp/resources.ts) read and watch: the caller's own jobs and
+  // sessions only, like every operation above (another agent's id is NOT_FOUND).
+
+  /** Recorded bytes one agent read of a recording joins at most (one MCP message). */
+  static readonly RECORDING_MAX_BYTES = 1024 * 1024;
+
+  #recordings: RecordingOps | undefined;
+
+  /**
+   * Lets agents read their own sessions' recordings: `options` are the operator's (control.ts
+   * builds both from the same object), joined with the agents' smaller bound (the newest bytes).
+   */
+  useRecordings(options: RecordingsOptions): void {
+    this.#recordings = new RecordingOps({ ...options, maxBytes: AgentOps.RECORDING_MAX_BYTES });
+  }
+
+  /** Whether sessions' recordings can be read (wired and `sessions.record` on). */
+  get recordingsEnabled(): boolean {
+    return this.#recordings?.enabled === true;
+  }
+
+  /** Most bytes of a job's output one `outputPage` returns. */
+  static readonly OUTPUT_PAGE_BYTES = 256 * 1024;
+
+  /**
+   * Up to `maxBytes` (≤ OUTPUT_PAGE_BYTES) of a job's cleaned output from `cursor`, with the
+   * job's facts: `next_cursor` continues it; `has_more` is false once the job ended and all was
+   * read. A gap (bytes retention let go) is only ever at the start of a page: a page stops
+   * before the next one.
+   */
+  outputPage(owner: string, jobId: string, cursor?: string, maxBytes?: number): JobResult {
+    const job = this.job(owner, jobId);
+    const reads = this.#engine.reads;
+    const limit = Math.max(
+      1,
+      Math.min(AgentOps.OUTPUT_PAGE_BYTES, Math.floor(maxBytes ?? AgentOps.OUTPUT_PAGE_BYTES)),
+    );
+    const from = cursor ?? encodeCursor(0);
+    const first = reads.page(job, from, Math.min(MAX_PAGE_BYTES, limit));
+    const parts = [first.output];
+    let next = first.nextCursor;
+    let hasMore = first.hasMore;
+    let bytes = decodeCursor(next) - decodeCursor(from) - (first.gap?.droppedBytes ?? 0);
+    while (bytes < limit && hasMore) {
+      const p = job.buffer.read(next, Math.min(MAX_PAGE_BYTES, limit - bytes));
+      if (p.gap || p.output === "") break;
+      parts.push(p.output);
+      bytes += decodeCursor(p.nextCursor) - decodeCursor(next);
+      next = p.nextCursor;
+      hasMore = p.hasMore;
+    }
+    return reads.view(job, { ...first, output: parts.join(""), nextCursor: next, hasMore });
+  }
+
+  /**
+   * Calls `onChange` after each change of the job (output, status); returns the unsubscribe
+   * function, which the caller must call (the job holds the listener until then).
+   */
+  watchJob(owner: string, jobId: string, onChange: (ended: boolean) => void): () => void {
+    const job = this.job(owner, jobId);
+    if (job.final) return () => {};
+    let off: (() => void) | undefined = job.onChange(() => {
+      const ended = job.final;
+      if (ended) {
+        off?.();
+        off = undefined;
+      }
+      onChange(ended);
+    });
+    return () => {
+      off?.();
+      off = undefined;
+    };
+  }
+
+  /**
+   * Calls `onChange` when the session's terminal gets output, and once with `closed` when it
+   * closes; returns the unsubscribe function, which the caller must call.
+   */
+  watchSession(owner: string, sessionId: string, onChange: (closed: boolean) => void): () => void {
+    const s = this.session(owner, sessionId);
+    let live = true;
+    const off = s.onRaw(() => {
+      if (live) onChange(false);
+    });
+    s.closed.then(() => {
+      if (!live) return;
+      live = false;
+      off();
+      onChange(true);
+    });
+    return () => {
+      live = false;
+      off();
+    };
+  }
+
+  /**
+   * The recording of one of the caller's sessions (open or closed) as one asciicast v2 stream,
+   * the newest RECORDING_MAX_BYTES of it; the caller must consume or cancel `body`. Another
+   * agent's session, or one nobody knows, is NOT_FOUND alike.
+   */
+  async recording(owner: string, sessionId: string): Promise<RecordingCast> {
+    const recordings = this.#recordings;
+    if (!recordings) {
+      throw new TermadaError("NOT_SUPPORTED", "This daemon keeps no session recordings");
+    }
+    const live = this.#engine.registry.sessionById(sessionId);
+    if (live && live.owner !== owner) throw notFound("session", sessionId);
+    let cast: RecordingCast;
+    try {
+      cast = await recordings.open(sessionId);
+    } catch (err) {
+      // Why there is none is said only for a session known to be the caller's.
+      if (live) throw err;
+      throw notFound("session", sessionId);
+    }
+    if (cast.info.owner !== owner) {
+      await cast.body.cancel();
+      throw notFound("session", sessionId);
+    }
+    return cast;
   }
 }

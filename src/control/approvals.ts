@@ -273,6 +273,19 @@ export class ApprovalBook {
   }
 
   /**
+   * What the human at the agent's own MCP client may be asked to decide (elicitation): only an
+   * approval of that agent's job under the default requirement — one approval, no roles, no MFA,
+   * no requester exclusion — since nothing proves who answers there. Undefined otherwise.
+   */
+  elicitable(owner: string, id: string): { command: string[]; expiresAt: number } | undefined {
+    const p = this.#parked.get(id);
+    if (!p || p.subject.owner !== owner || !p.job) return undefined;
+    const r = p.requirements;
+    if (r.quorum !== 1 || r.roles.length > 0 || r.mfa || r.exclude_requester) return undefined;
+    return { command: [...p.command], expiresAt: p.expiresAt };
+  }
+
+  /**
    * A decision. An operator's deny (or an agent withdrawing its own request) ends it at once.
    * An operator's approve is one vote: it counts when the operator meets the requirements
    * (roles, MFA, not the requester) and has not voted yet; once the quorum of distinct

@@ -27,7 +27,8 @@ export interface Actor {
 }
 
 export interface OperatorAuth {
-  via: "token" | "jwt";
+  /** `elicitation`: the human at the agent's own MCP client answered (docs/GOVERNANCE.md). */
+  via: "token" | "jwt" | "elicitation";
   principal: string;
   tenant?: string;
   roles: readonly string[];

@@ -423,6 +423,7 @@ export class Daemon {
       };
       const app = createApp({
         control,
+        elicitApprovals: config.approvals.elicitation,
         missions,
         version: options.version,
         agents: directory,
@@ -493,6 +494,7 @@ export class Daemon {
           missions,
           version: options.version,
           limits: reportedLimits(control),
+          elicitApprovals: config.approvals.elicitation,
         },
         attach: (agent, via) => control.presence.attach(agent, via),
         onAgent,

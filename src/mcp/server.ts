@@ -24,6 +24,7 @@ import { parseInput, ToolError } from "../wire/mod.ts";
 import { portableSchema } from "./json_schema.ts";
 import { type ToolContext, type ToolDef, TOOLS } from "./tools.ts";
 import { registerResources, resourceLinks } from "./resources.ts";
+import { askApprovalInClient } from "./elicitation.ts";
 
 const log = logger("mcp");
 
@@ -47,6 +48,8 @@ export interface McpServerOptions {
   /** Owner id of every session and job this server touches. */
   agent: string;
   version: string;
+  /** Ask approvals in the agent's own client too, when it supports elicitation. */
+  elicitApprovals?: boolean;
 }
 
 const toolsByName = new Map<string, ToolDef>(TOOLS.map((t) => [t.name, t]));
@@ -184,6 +187,12 @@ export function createMcpServer(options: McpServerOptions): Server {
     try {
       const args = parseInput(tool.input, params.arguments);
       const result = await tool.run(ctx, args);
+      const waiting = result as { status?: string; approval_id?: string };
+      if (
+        options.elicitApprovals && waiting.status === "pending_approval" && waiting.approval_id
+      ) {
+        askApprovalInClient(server, options.agents, options.agent, waiting.approval_id);
+      }
       return {
         content: [{ type: "text", text: tool.render(result) }, ...resourceLinks(tool.name, result)],
         structuredContent: result as Record<string, unknown>,

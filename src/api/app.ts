@@ -9,6 +9,7 @@ import type { Control } from "../control/mod.ts";
 import type { MissionService } from "../mission/mod.ts";
 import { logger } from "../shared/mod.ts";
 import { type DashboardFiles, dashboardRoutes } from "./dashboard.ts";
+import { secretRoutes } from "./secret.ts";
 import {
   type AppEnv,
   errorResponse,
@@ -70,6 +71,8 @@ export function createApp(options: AppOptions): TermadaApp {
   app.get("/healthz", (c) => c.json({ ok: true, version: options.version, pid: Deno.pid }));
   // Dashboard (static page + bundle, public; its data comes from the token-protected /api).
   app.route("/", dashboardRoutes(options.dashboardFiles));
+  // One-time answer pages (exec_write {human}): the token in the path is the capability.
+  app.route("/", secretRoutes(control.agents));
 
   const mcp = mountMcp(app, {
     agents: options.agents,

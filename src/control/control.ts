@@ -54,6 +54,8 @@ export interface ControlOptions {
   remote?: RemoteSetup;
   /** Paths the file tools never touch: `all` (read and write) and `write` only. */
   forbiddenPaths?: { all: readonly string[]; write: readonly string[] };
+  /** The daemon's loopback base URL, once it listens (one-time answer pages). */
+  publicUrl?: () => string | undefined;
   /** Snapshots: the store's root and each agent's policy `snapshot` rules; absent: none. */
   snapshots?: { root: string; rules?: (agent: string) => SnapshotPolicy | undefined };
   /**
@@ -157,6 +159,7 @@ export class Control {
       vault: this.vault,
       forbiddenPaths: o.forbiddenPaths ?? { all: o.engine.sandbox?.hide ?? [], write: [] },
       ...(o.snapshots ? { snapshots: o.snapshots } : {}),
+      ...(o.publicUrl ? { publicUrl: o.publicUrl } : {}),
     });
     this.operators = new OperatorOps({
       engine,

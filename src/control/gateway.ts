@@ -183,6 +183,8 @@ export interface InputAdmission {
   echoOff: boolean;
   /** Typed into a program on a server (no exec gate checks what it runs). */
   remote?: boolean;
+  /** Typed by a person on exec_write {human}'s one-time page (a password prompt only). */
+  human?: boolean;
   /** Where the program runs (`local` or a server's name), for structured rules. */
   target?: string;
   /**
@@ -267,6 +269,12 @@ export class Gateway {
     if (req.vault !== undefined) {
       this.#admitInput(req, `[vault:${req.vault}]`);
       await trail.inputWritten(req.job, `[vault:${req.vault}]`, req.reader);
+      return;
+    }
+    if (req.human) {
+      // A person typed it on the one-time page, at a prompt that does not echo (checked).
+      this.#admitInput(req, "[typed by a person]");
+      await trail.inputWritten(req.job, "[typed by a person]", req.reader);
       return;
     }
     if (req.echoOff) {

@@ -67,3 +67,20 @@ export function askApprovalInClient(
     log.debug("approval not decided in the agent's client", { approval: approvalId, error: err });
   });
 }
+
+/**
+ * exec_write {human}: clients that support URL elicitation open the one-time page for their
+ * human (the agent gets the URL in the result either way; the page takes the answer, so the
+ * agent never sees it). Never throws, never blocks the call.
+ */
+export function openAnswerPageInClient(server: Server, url: string, message: string): void {
+  const caps = server.getClientCapabilities()?.elicitation as { url?: unknown } | undefined;
+  if (caps?.url === undefined) return;
+  server.elicitInput({
+    mode: "url",
+    url,
+    elicitationId: crypto.randomUUID(),
+    message:
+      `Termada: ${message}. Type the answer on the page that opens; the agent never sees it.`,
+  }).catch((err: unknown) => log.debug("the client did not open the answer page", { error: err }));
+}

@@ -24,7 +24,7 @@ import { parseInput, ToolError } from "../wire/mod.ts";
 import { portableSchema } from "./json_schema.ts";
 import { type ToolContext, type ToolDef, TOOLS } from "./tools.ts";
 import { registerResources, resourceLinks } from "./resources.ts";
-import { askApprovalInClient } from "./elicitation.ts";
+import { askApprovalInClient, openAnswerPageInClient } from "./elicitation.ts";
 
 const log = logger("mcp");
 
@@ -187,7 +187,15 @@ export function createMcpServer(options: McpServerOptions): Server {
     try {
       const args = parseInput(tool.input, params.arguments);
       const result = await tool.run(ctx, args);
-      const waiting = result as { status?: string; approval_id?: string };
+      const waiting = result as { status?: string; approval_id?: string; url?: string };
+      if (tool.name === "exec_write" && waiting.url) {
+        const human = (args as { human?: { message?: string } }).human;
+        openAnswerPageInClient(
+          server,
+          waiting.url,
+          human?.message ?? "a program asks for a password",
+        );
+      }
       if (
         options.elicitApprovals && waiting.status === "pending_approval" && waiting.approval_id
       ) {

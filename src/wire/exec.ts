@@ -124,11 +124,19 @@ export const ExecWriteInput = z.strictObject({
   ).min(1).max(256).optional(),
   /** Force bracketed paste on or off for `{paste}` keys (default: what the program asked). */
   bracketed: z.boolean().optional(),
+  /**
+   * A person types the answer (a password) on a one-time page of the daemon: the result gives
+   * its `url` (and clients that support URL elicitation open it); the value goes to the
+   * program and the redactor, never to the agent. Only at a prompt.
+   */
+  human: z.strictObject({
+    message: z.string().max(300).refine((s) => !s.includes("\0"), NUL_MESSAGE).optional(),
+  }).optional(),
   append_newline: z.boolean().optional(),
   secret: z.boolean().optional(),
 }).refine(
-  (v) => [v.input, v.vault, v.keys].filter((x) => x !== undefined).length === 1,
-  { message: 'needs exactly one of "input", "vault" and "keys"', path: ["input"] },
+  (v) => [v.input, v.vault, v.keys, v.human].filter((x) => x !== undefined).length === 1,
+  { message: 'needs exactly one of "input", "vault", "keys" and "human"', path: ["input"] },
 );
 export type ExecWriteInput = z.output<typeof ExecWriteInput>;
 
@@ -243,7 +251,14 @@ export const JobStarted = z.object({
 export type JobStarted = z.infer<typeof JobStarted>;
 
 /** exec_write and exec_signal. */
-export const JobAck = z.object({ ok: z.boolean(), job_id: z.string(), status: JobStatusSchema });
+export const JobAck = z.object({
+  ok: z.boolean(),
+  job_id: z.string(),
+  status: JobStatusSchema,
+  /** exec_write {human}: the one-time page where a person types the answer, and until when. */
+  url: z.string().optional(),
+  expires_at: z.string().optional(),
+});
 export type JobAck = z.infer<typeof JobAck>;
 
 export const JobSummary = z.object({

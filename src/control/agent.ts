@@ -47,6 +47,7 @@ import type { ApprovalBook } from "./approvals.ts";
 import type { Gateway } from "./gateway.ts";
 import { noRemote, type RemoteOps } from "./remote.ts";
 import { FileOps } from "./files.ts";
+import { HUMAN_INPUT_MAX_BYTES, HumanInputs } from "./human_input.ts";
 import { SnapshotOps, type SnapshotPolicy } from "./snapshots.ts";
 import type { Trail } from "./trail.ts";
 import { type AgentVaultEntry, assertDataVariables, type VaultOps } from "./vault.ts";
@@ -95,6 +96,8 @@ export interface AgentOpsOptions {
   forbiddenPaths?: { all: readonly string[]; write: readonly string[] };
   /** The vault (values used by reference); absent: every reference is VAULT_LOCKED. */
   vault?: VaultOps;
+  /** The daemon's loopback base URL (`http://127.0.0.1:PORT`) for one-time answer pages. */
+  publicUrl?: () => string | undefined;
   /** Snapshots (the store's root, the policy's rules); absent: the snapshot tools are off. */
   snapshots?: { root: string; rules?: (agent: string) => SnapshotPolicy | undefined };
 }
@@ -110,6 +113,8 @@ export class AgentOps {
   readonly #remote: RemoteOps | undefined;
   readonly #files: FileOps;
   readonly #vault: VaultOps | undefined;
+  readonly #humans = new HumanInputs();
+  readonly #publicUrl: (() => string | undefined) | undefined;
   /** snapshot_create / snapshot_list and the policy's snapshots before commands. */
   readonly snapshotOps: SnapshotOps | undefined;
   /** Each agent's default session (created on first use), by owner. */
@@ -122,6 +127,7 @@ export class AgentOps {
     this.#trail = o.trail;
     this.#remote = o.remote;
     this.#vault = o.vault;
+    this.#publicUrl = o.publicUrl;
     this.#files = new FileOps({
       engine: o.engine,
       gateway: o.gateway,
@@ -475,6 +481,23 @@ export class AgentOps {
       if (running) throw notAtPrompt(job.id, "a vault value is typed only at a prompt");
       return await this.#writeVault(owner, job, req, req.vault);
     }
+    if (req.human !== undefined) {
+      if (running) throw notAtPrompt(job.id, "a person answers only a prompt");
+      this.#assertPasswordPrompt(job);
+      const r = this.#humans.create(
+        owner,
+        job.id,
+        job.command,
+        req.human.message ?? "A program asks for a password",
+      );
+      return {
+        ok: true,
+        job_id: job.id,
+        status: job.status,
+        ...(this.#publicUrl?.() ? { url: `${this.#publicUrl()}/secret/${r.token}` } : {}),
+        expires_at: new Date(r.expiresAt).toISOString(),
+      };
+    }
     const target = this.#engine.jobs.inputTarget(job);
     const onServer = this.#engine.registry.sessionById(job.sessionId)?.remote === true;
     if (running && !target.typeAheadSafe) {
@@ -550,6 +573,56 @@ export class AgentOps {
     const newline = req.keys !== undefined || req.append_newline === false ? "" : "\r";
     await target.write(input + newline, { typeAhead: running });
     return { ok: true, job_id: job.id, status: job.status };
+  }
+
+  /**
+   * The terminal reads without echo (a kernel fact): only then may a person's answer go in
+   * unseen by the policy — anywhere else the agent, which also holds the page's URL, could type
+   * a command through it.
+   */
+  #assertPasswordPrompt(job: Job): void {
+    if (this.#engine.jobs.inputTarget(job).passwordPrompt()) return;
+    throw new TermadaError(
+      "NOT_AWAITING_INPUT",
+      `Cannot ask a person to answer job "${job.id}": its prompt echoes (not a password prompt)`,
+      { details: { job_id: job.id }, hint: "Answer it with exec_write {input}" },
+    );
+  }
+
+  /** The one-time page's request behind `token` (for the page: the command and the message). */
+  humanRequest(token: string): { command: readonly string[]; message: string; expiresAt: number } {
+    return this.#humans.get(token);
+  }
+
+  /**
+   * A person's answer from the one-time page: typed into the job's prompt once, registered with
+   * the redactors first, audited as `[typed by a person]`. The page is spent either way.
+   */
+  async submitHuman(token: string, value: string): Promise<void> {
+    const r = this.#humans.take(token);
+    if (new TextEncoder().encode(value).length > HUMAN_INPUT_MAX_BYTES || value.includes("\0")) {
+      throw new TermadaError(
+        "INVALID_ARGUMENT",
+        `An answer is at most ${HUMAN_INPUT_MAX_BYTES} bytes, no NUL`,
+      );
+    }
+    const job = this.job(r.owner, r.jobId);
+    if (job.status !== "awaiting_input") {
+      throw notAtPrompt(job.id, "it no longer waits at its prompt");
+    }
+    this.#assertPasswordPrompt(job);
+    const target = this.#engine.jobs.inputTarget(job);
+    await this.#gateway.admitInput({
+      job,
+      line: "",
+      reader: job.inputReader ?? "a program",
+      secret: true,
+      echoOff: true,
+      human: true,
+    });
+    const line = value.replace(/\r?\n$/, "");
+    for (const red of target.redactors) red.addLiteral(line);
+    await target.write(line + "\r");
   }
 
   /**

@@ -36,7 +36,10 @@ export const INSTRUCTIONS =
 - Long output comes as output (head) + tail with omitted_bytes; page through the middle with exec_poll from next_cursor.
 - status "awaiting_input" means the program waits at a prompt (shown in prompt): answer with exec_write {job_id, input}; use secret: true for passwords.
 - One command runs per session at a time (SESSION_BUSY otherwise): start servers and watchers with exec_start (or mode "background"), open more sessions with session_create.
-- For full-screen programs (top, vim, less) read session_screen; prefer non-interactive flags when they exist.
+- For full-screen programs (top, vim, less) drive them with exec_write {job_id, keys: ["Escape", ":wq", "Enter"]} (named like tmux send-keys) and read session_screen {session_id, since: next_cursor} for the rows that changed; prefer non-interactive flags when they exist.
+- exec_run {command, parse: "auto"} also returns the output as typed JSON (parsed) for ls -l, ps, df, du, free, curl -I, git status/log, ip -j, ss, systemctl status, docker ps; parser names which one.
+- A password nobody gave you: exec_write {job_id, human: {message}} gives a one-time url where a person types it; you never see it. A secret from the vault: vault_list, then env {"NAME": {"vault": "entry"}} or exec_write {vault}.
+- Before risky changes to a directory take snapshot_create {path: "."}; an operator can restore it.
 - For a concrete operational goal (fix a service, migrate, deploy), start with mission_create {goal, plan}: run each step in the mission's session_id, then mission_update {step_id, step_status: "passed", job_id} — the runtime verifies the job exited 0 in that session. End with mission_update {status: "succeeded", summary} and mission_report.
 - Errors are results with error.code (INVALID_ARGUMENT, NOT_FOUND, SESSION_BUSY, NOT_AWAITING_INPUT, QUOTA_EXCEEDED, …) and a hint.`;
 

@@ -19,7 +19,7 @@ import { AgentOps } from "./agent.ts";
 import { ApprovalBook } from "./approvals.ts";
 import { Gateway, type PolicyPort } from "./gateway.ts";
 import { OperatorOps } from "./operator.ts";
-import { RecordingOps } from "./recordings.ts";
+import { RecordingOps, type RecordingsOptions } from "./recordings.ts";
 import { Presence } from "./presence.ts";
 import { RemoteOps, type RemoteSetup } from "./remote.ts";
 import { VaultOps } from "./vault.ts";
@@ -150,6 +150,13 @@ export class Control {
         onChange: (s) => o.bus?.publish("vault.status", { ...s }),
       })
       : undefined;
+    const recordings: RecordingsOptions = {
+      dir: o.engine.recordingsDir ?? join(o.engine.runtimeDir, "recordings"),
+      enabled: o.engine.record !== false,
+      sessions: engine.registry,
+      store: o.store,
+      keepFiles: o.engine.recording?.keepFiles,
+    };
     this.agents = new AgentOps({
       engine,
       gateway: this.#gateway,
@@ -161,6 +168,7 @@ export class Control {
       ...(o.snapshots ? { snapshots: o.snapshots } : {}),
       ...(o.publicUrl ? { publicUrl: o.publicUrl } : {}),
     });
+    this.agents.useRecordings(recordings);
     this.operators = new OperatorOps({
       engine,
       gateway: this.#gateway,
@@ -173,13 +181,7 @@ export class Control {
       store: o.store,
       ...(o.policy.allBudgets ? { budgetRules: () => o.policy.allBudgets!() } : {}),
       snapshots: this.agents.snapshotOps,
-      recordings: new RecordingOps({
-        dir: o.engine.recordingsDir ?? join(o.engine.runtimeDir, "recordings"),
-        enabled: o.engine.record !== false,
-        sessions: engine.registry,
-        store: o.store,
-        keepFiles: o.engine.recording?.keepFiles,
-      }),
+      recordings: new RecordingOps(recordings),
     });
     this.presence = new Presence({
       engine,

@@ -19,6 +19,7 @@ export {
 export { Poller, type PollHandler, sharedPoller } from "./poller.ts";
 export {
   allPids,
+  numericEntries,
   childrenOf,
   countOpenFds,
   currentSyscall,

@@ -112,8 +112,13 @@ export function countOpenFds(maxFd = 4096): number {
 
 /** Every pid on the system (the numeric entries of /proc), read through libc. */
 export function allPids(): number[] {
+  return numericEntries("/proc");
+}
+
+/** The numeric entries of a /proc directory (`/proc`, `/proc/<pid>/task`), through libc. */
+export function numericEntries(path: string): number[] {
   const libc = sys();
-  const dir = libc.opendir(cstr("/proc"));
+  const dir = libc.opendir(cstr(path));
   if (dir === null) return [];
   const out: number[] = [];
   try {

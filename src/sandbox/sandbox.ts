@@ -15,6 +15,7 @@
  */
 import {
   allPids,
+  numericEntries,
   procStat,
   type Pty,
   Pty as PtyClass,
@@ -456,22 +457,7 @@ function parsePids(text: string): number[] {
 
 /** The thread ids of process `pid` (/proc/<pid>/task, through libc). */
 function taskIds(pid: number): number[] {
-  const libc = sys();
-  const dir = libc.opendir(cstr(`/proc/${pid}/task`));
-  if (dir === null) return [];
-  const out: number[] = [];
-  try {
-    for (;;) {
-      const ent = libc.readdir(dir);
-      if (ent === null) break;
-      const name = Deno.UnsafePointerView.getCString(ent, LINUX.DIRENT_NAME_OFFSET);
-      const c = name.charCodeAt(0);
-      if (c >= 48 && c <= 57) out.push(Number(name));
-    }
-  } finally {
-    libc.closedir(dir);
-  }
-  return out;
+  return numericEntries(`/proc/${pid}/task`);
 }
 
 /**

@@ -19,11 +19,11 @@ export {
 export { Poller, type PollHandler, sharedPoller } from "./poller.ts";
 export {
   allPids,
-  numericEntries,
   childrenOf,
   countOpenFds,
   currentSyscall,
   descendantsOf,
+  numericEntries,
   pidsInSession,
   type ProcStat,
   procStat,

@@ -283,7 +283,7 @@ export class Daemon {
         onStatus: (name, ok, error) => inventory.noteStatus(name, ok, error),
       });
       // Known once TCP listens (below): one-time answer pages live there.
-      let publicPort: number | undefined;
+      const listening: { port?: number } = {};
       const control = new Control({
         engine: {
           ...settings,
@@ -319,7 +319,8 @@ export class Daemon {
         vault: { file: new VaultFile(join(paths.stateDir, "vault.age")), secrets },
         // Snapshots live in the state directory (hidden from sessions with it); a policy's
         // `snapshot` rules are read from the live config, so `policy reload` applies them.
-        publicUrl: () => publicPort === undefined ? undefined : `http://127.0.0.1:${publicPort}`,
+        publicUrl: () =>
+          listening.port === undefined ? undefined : `http://127.0.0.1:${listening.port}`,
         snapshots: {
           root: join(paths.stateDir, "snapshots"),
           rules: (agent) => policyFor(liveConfig, agent).snapshot,
@@ -416,7 +417,7 @@ export class Daemon {
         (req) => ref.app!.app.fetch(req, { listener: "tcp" }),
       );
       servers.push(tcp.server);
-      publicPort = tcp.port;
+      listening.port = tcp.port;
       const onAgent = (id: string, via: string) => {
         try {
           store.agents.upsert({ id, via });

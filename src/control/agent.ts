@@ -6,7 +6,6 @@
  */
 import {
   type CallOptions,
-  COMMAND_READER_NAMES,
   DEFAULT_RUN_WAIT_MS,
   encodeKeys,
   type Engine,
@@ -525,8 +524,9 @@ export class AgentOps {
     // A running job's input may reach any of its programs: one that runs what it reads makes
     // it a command line, as at its prompt.
     const reader = running ? target.commandReader() : job.inputReader;
-    const readsCommands = reader !== undefined &&
-      (running || job.inputReaderRunsCommands || COMMAND_READER_NAMES.test(reader));
+    // At a prompt the detection judged the reader (by name and content; an interpreter running
+    // a script is not a REPL): its verdict stands.
+    const readsCommands = reader !== undefined && (running || job.inputReaderRunsCommands);
     if (typeof input !== "string") {
       input = keysText(input, job.id, readsCommands || onServer);
     }

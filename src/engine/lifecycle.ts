@@ -402,8 +402,10 @@ function commandReaderAmong(pids: readonly number[]): string | undefined {
   // Nothing forked yet: whatever will read it is unknown, so it counts as a command reader.
   if (pids.length === 0) return "a program that has not started yet";
   for (const pid of pids.slice(0, 4096)) {
-    const comm = procStat(pid)?.comm;
-    if (comm !== undefined && readsCommands(pid, comm)) return comm;
+    const st = procStat(pid);
+    // A zombie reads nothing (an earlier job's child nobody reaped yet).
+    if (st === undefined || st.state === "Z" || st.state === "X") continue;
+    if (readsCommands(pid, st.comm)) return st.comm;
   }
   return undefined;
 }

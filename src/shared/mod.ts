@@ -19,6 +19,7 @@ export { bearerToken, MAX_TOKEN_LENGTH, sameSecret } from "./secrets.ts";
 export { type Clock, systemClock } from "./clock.ts";
 export { delay, soon, within } from "./async.ts";
 export { concatBytes, decodeBase64, encodeBase64 } from "./bytes.ts";
+export { type AtomicWriteOptions, syncDir, writeAll, writeFileAtomic } from "./files.ts";
 export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";
 export { seededRandom } from "./prng.ts";
 export {

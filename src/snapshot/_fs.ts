@@ -3,7 +3,7 @@
  * `<root>/lock` across processes), atomic writes, directory fsync, temp names.
  */
 import { resolve } from "node:path";
-import { delay, randomHex, within } from "../shared/mod.ts";
+import { delay, randomHex, within, writeFileAtomic } from "../shared/mod.ts";
 import { SnapshotError } from "./errors.ts";
 import type { Layout } from "./_paths.ts";
 
@@ -70,37 +70,9 @@ export function tempName(): string {
   return `.termada-tmp-${randomHex(8)}`;
 }
 
-export async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let at = 0;
-  while (at < bytes.length) at += await file.write(bytes.subarray(at));
-}
-
-export async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
-  try {
-    await d.sync();
-  } finally {
-    d.close();
-  }
-}
-
 /** Writes `bytes` to `path` through a temp file beside it (fsync, rename, fsync of the dir). */
-export async function writeAtomic(dir: string, path: string, bytes: Uint8Array): Promise<void> {
-  const tmp = `${dir}/${tempName()}`;
-  try {
-    const file = await Deno.open(tmp, { createNew: true, write: true, mode: FILE_MODE });
-    try {
-      await writeAll(file, bytes);
-      await file.sync();
-    } finally {
-      file.close();
-    }
-    await Deno.rename(tmp, path);
-  } catch (err) {
-    await Deno.remove(tmp).catch(() => {/* never created, or already renamed */});
-    throw err;
-  }
-  await syncDir(dir);
+export function writeAtomic(dir: string, path: string, bytes: Uint8Array): Promise<void> {
+  return writeFileAtomic(path, bytes, { tmp: `${dir}/${tempName()}`, mode: FILE_MODE });
 }
 
 /** Removes a file; true when it was there. */

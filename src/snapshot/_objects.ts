@@ -5,14 +5,8 @@
  */
 import { createHash } from "node:crypto";
 import { tooLarge } from "./errors.ts";
-import {
-  DIR_MODE,
-  FILE_MODE,
-  lstatOrUndefined,
-  removeIfExists,
-  tempName,
-  writeAll,
-} from "./_fs.ts";
+import { DIR_MODE, FILE_MODE, lstatOrUndefined, removeIfExists, tempName } from "./_fs.ts";
+import { writeAll } from "../shared/mod.ts";
 import type { Layout } from "./_paths.ts";
 import type { SnapshotLimits } from "./schema.ts";
 

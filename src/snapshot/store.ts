@@ -4,9 +4,9 @@
  * replaced atomically and written after their objects).
  */
 import { resolve } from "node:path";
-import { type Clock, systemClock } from "../shared/mod.ts";
+import { type Clock, syncDir, systemClock } from "../shared/mod.ts";
 import { badArgument, SnapshotError, tooLarge } from "./errors.ts";
-import { forEachLimited, lstatOrUndefined, removeIfExists, syncDir, withStoreLock } from "./_fs.ts";
+import { forEachLimited, lstatOrUndefined, removeIfExists, withStoreLock } from "./_fs.ts";
 import {
   encodeManifest,
   manifestIds,

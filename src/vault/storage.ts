@@ -5,7 +5,7 @@
  * processes (`flock` on `<path>.lock`, polled with `tryLock` so waiting can time out).
  */
 import { basename, dirname, resolve } from "node:path";
-import { delay, randomHex, within } from "../shared/mod.ts";
+import { delay, randomHex, within, writeAll, writeFileAtomic } from "../shared/mod.ts";
 import { VaultError } from "./errors.ts";
 import { VAULT_LIMITS } from "./format.ts";
 
@@ -126,29 +126,17 @@ function corruptFile(path: string, what: string): VaultError {
  * even across a crash. The caller holds the lock (so every temp file found is stale).
  */
 export async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
-  const dir = dirname(path);
   await removeTemps(path);
-  const tmp = `${dir}/${basename(path)}.tmp-${randomHex(8)}`;
-  try {
-    const file = await Deno.open(tmp, { createNew: true, write: true, mode: FILE_MODE });
-    try {
-      await Deno.chmod(tmp, FILE_MODE); // `mode` is subject to the umask
-      if (crashHook() === "after-partial-write") {
-        await writeAll(file, bytes.subarray(0, bytes.length >> 1));
-        await file.sync();
-        Deno.kill(Deno.pid, "SIGKILL");
-      }
-      await writeAll(file, bytes);
+  await writeFileAtomic(path, bytes, {
+    tmp: `${dirname(path)}/${basename(path)}.tmp-${randomHex(8)}`,
+    mode: FILE_MODE,
+    beforeWrite: async (file) => {
+      if (crashHook() !== "after-partial-write") return;
+      await writeAll(file, bytes.subarray(0, bytes.length >> 1));
       await file.sync();
-    } finally {
-      file.close();
-    }
-    await Deno.rename(tmp, path);
-  } catch (err) {
-    await Deno.remove(tmp).catch(() => {/* never created, or already renamed */});
-    throw err;
-  }
-  await syncDir(dir);
+      Deno.kill(Deno.pid, "SIGKILL");
+    },
+  });
 }
 
 /** Removes temp files a crashed writer left beside `path`; returns how many. */
@@ -167,20 +155,6 @@ export async function removeTemps(path: string): Promise<number> {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
   return removed;
-}
-
-export async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
-  try {
-    await d.sync();
-  } finally {
-    d.close();
-  }
-}
-
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let at = 0;
-  while (at < bytes.length) at += await file.write(bytes.subarray(at));
 }
 
 let crashMode: string | undefined | null = null;

@@ -15,15 +15,9 @@ import {
 } from "./codec.ts";
 import { CryptoWorker, type CryptoWorkerOptions } from "./crypto.ts";
 import { VaultError } from "./errors.ts";
-import {
-  LOCK_TIMEOUT_MS,
-  readVaultBytes,
-  removeTemps,
-  syncDir,
-  withLock,
-  writeAtomic,
-} from "./storage.ts";
+import { LOCK_TIMEOUT_MS, readVaultBytes, removeTemps, withLock, writeAtomic } from "./storage.ts";
 import { UnlockedVault } from "./unlocked.ts";
+import { syncDir } from "../shared/mod.ts";
 
 /** age's default scrypt work factor (`age -p`); what we write unless told otherwise. */
 export const DEFAULT_SCRYPT_WORK_FACTOR = 18;

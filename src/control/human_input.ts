@@ -4,7 +4,7 @@
  * the program and the redactor, never to the agent. Each request is bound to one job of one
  * agent, used once, and expires; the token in the URL is the capability (256 bits).
  */
-import { TermadaError } from "../shared/mod.ts";
+import { randomHex, TermadaError } from "../shared/mod.ts";
 
 /** Requests waiting at once (all agents); the oldest expired ones are pruned first. */
 export const HUMAN_INPUT_MAX = 64;
@@ -40,8 +40,7 @@ export class HumanInputs {
         { hint: "Answer or let the open ones expire (5 minutes)" },
       );
     }
-    const bytes = crypto.getRandomValues(new Uint8Array(32));
-    const token = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+    const token = randomHex(32);
     const r = {
       token,
       owner,

@@ -342,10 +342,13 @@ export class Daemon {
         redact,
         vaultToken: (entry) => Promise.resolve(control.vault!.notificationToken(entry)),
       });
-      const offNotify = notificationsFromBus(bus, notifier, {
-        failureStatuses: config.notifications.failures.statuses,
-        nonzeroExit: config.notifications.failures.nonzero_exit,
-      });
+      // No sink enabled (the default): nothing listens, so no bus event pays for the mapping.
+      const offNotify = notifier.sinks.length === 0
+        ? () => {}
+        : notificationsFromBus(bus, notifier, {
+          failureStatuses: config.notifications.failures.statuses,
+          nonzeroExit: config.notifications.failures.nonzero_exit,
+        });
       const notifications = {
         async close() {
           offNotify();

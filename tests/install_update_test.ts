@@ -6,6 +6,7 @@
  * `../termada` or a symlink. Every failure must leave the installed binary byte-identical.
  */
 import assert from "node:assert/strict";
+import { makeTestCerts } from "../src/shared/_test_tls.ts";
 import {
   createTar,
   currentTarget,
@@ -140,42 +141,7 @@ function setup(): Promise<Fixture> {
     const dir = await Deno.makeTempDir({ prefix: "termada-release-test-" });
     globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
     const ssl = (...args: string[]) => ok("openssl", args, { cwd: dir });
-    const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    await ssl(
-      "req",
-      "-x509",
-      ...ec,
-      "-keyout",
-      "ca.key",
-      "-out",
-      "ca.pem",
-      "-days",
-      "2",
-      "-subj",
-      "/CN=termada test CA",
-    );
-    await ssl("req", ...ec, "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1");
-    await Deno.writeTextFile(
-      `${dir}/leaf.ext`,
-      "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    );
-    await ssl(
-      "x509",
-      "-req",
-      "-in",
-      "leaf.csr",
-      "-CA",
-      "ca.pem",
-      "-CAkey",
-      "ca.key",
-      "-CAcreateserial",
-      "-out",
-      "leaf.pem",
-      "-days",
-      "2",
-      "-extfile",
-      "leaf.ext",
-    );
+    const tls = await makeTestCerts(dir);
     await ssl("genpkey", "-algorithm", "ed25519", "-out", "release.pem");
     await ssl("genpkey", "-algorithm", "ed25519", "-out", "other.pem");
     const signing = await importSigningKey(await Deno.readTextFile(`${dir}/release.pem`));
@@ -216,9 +182,9 @@ function setup(): Promise<Fixture> {
     ]);
     return {
       dir,
-      caFile: `${dir}/ca.pem`,
-      cert: await Deno.readTextFile(`${dir}/leaf.pem`),
-      key: await Deno.readTextFile(`${dir}/leaf.key`),
+      caFile: tls.caFile,
+      cert: tls.cert,
+      key: tls.key,
       publicKey: signing.publicKey,
       releases,
     };

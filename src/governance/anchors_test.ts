@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { makeTestCerts } from "../shared/_test_tls.ts";
 import { join } from "node:path";
 import { type AuditActor, AuditLog, canonicalJson } from "../audit/mod.ts";
 import { type Clock, decodeBase64, TermadaError } from "../shared/mod.ts";
@@ -69,77 +70,15 @@ function segment(auditDir: string): string {
   return join(auditDir, "audit-000001.jsonl");
 }
 
-async function run(cmd: string, args: string[], cwd: string): Promise<void> {
-  const out = await new Deno.Command(cmd, { args, cwd, stdout: "piped", stderr: "piped" }).output();
-  if (!out.success) {
-    throw new Error(`${cmd} ${args.join(" ")} failed: ${new TextDecoder().decode(out.stderr)}`);
-  }
-}
-
 interface Certs {
   caFile: string;
   cert: string;
   key: string;
 }
 
-/** A private CA and a server certificate for 127.0.0.1 signed by it (openssl CLI, EC P-256). */
-async function makeCerts(dir: string): Promise<Certs> {
-  await Deno.writeTextFile(
-    join(dir, "ext.cnf"),
-    "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n" +
-      "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
-  );
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-  await run("openssl", [
-    "req",
-    "-x509",
-    ...ec,
-    "-keyout",
-    "ca.key",
-    "-out",
-    "ca.pem",
-    "-days",
-    "2",
-    "-subj",
-    "/CN=termada-test-ca",
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign",
-  ], dir);
-  await run("openssl", [
-    "req",
-    ...ec,
-    "-keyout",
-    "srv.key",
-    "-out",
-    "srv.csr",
-    "-subj",
-    "/CN=127.0.0.1",
-  ], dir);
-  await run("openssl", [
-    "x509",
-    "-req",
-    "-in",
-    "srv.csr",
-    "-CA",
-    "ca.pem",
-    "-CAkey",
-    "ca.key",
-    "-set_serial",
-    "2",
-    "-days",
-    "2",
-    "-extfile",
-    "ext.cnf",
-    "-out",
-    "srv.pem",
-  ], dir);
-  return {
-    caFile: join(dir, "ca.pem"),
-    cert: await Deno.readTextFile(join(dir, "srv.pem")),
-    key: await Deno.readTextFile(join(dir, "srv.key")),
-  };
+/** A private CA and a server certificate for 127.0.0.1 signed by it (src/shared/_test_tls.ts). */
+function makeCerts(dir: string): Promise<Certs> {
+  return makeTestCerts(dir);
 }
 
 /** An HTTPS anchor receiver on 127.0.0.1 that counts anchors by Idempotency-Key. */

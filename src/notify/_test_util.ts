@@ -1,5 +1,5 @@
 /** Test helpers of src/notify: a manual clock, a scripted sink, a captured logger, TLS certs. */
-import { join } from "node:path";
+import { makeTestCerts } from "../shared/_test_tls.ts";
 import type { Logger } from "../shared/mod.ts";
 import type { Timers } from "./_timers.ts";
 import type { Message } from "./message.ts";
@@ -116,7 +116,7 @@ export interface TestCerts {
 
 let certs: Promise<TestCerts> | undefined;
 
-/** A private CA and a 127.0.0.1 server certificate it signed (openssl CLI), made once. */
+/** A private CA and a 127.0.0.1 server certificate it signed, made once (src/shared/_test_tls.ts). */
 export function testCerts(): Promise<TestCerts> {
   return certs ??= makeCerts();
 }
@@ -124,64 +124,8 @@ export function testCerts(): Promise<TestCerts> {
 async function makeCerts(): Promise<TestCerts> {
   const dir = await Deno.makeTempDir({ prefix: "termada-notify-tls-" });
   try {
-    const run = async (args: string[]) => {
-      const out = await new Deno.Command("openssl", {
-        args,
-        cwd: dir,
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      if (!out.success) {
-        throw new Error(`openssl ${args[0]}: ${new TextDecoder().decode(out.stderr)}`);
-      }
-    };
-    await Deno.writeTextFile(
-      join(dir, "ext.cnf"),
-      "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n" +
-        "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
-    );
-    const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-    await run([
-      "req",
-      "-x509",
-      ...ec,
-      "-keyout",
-      "ca.key",
-      "-out",
-      "ca.pem",
-      "-days",
-      "2",
-      "-subj",
-      "/CN=termada-notify-test-ca",
-      "-addext",
-      "basicConstraints=critical,CA:TRUE",
-      "-addext",
-      "keyUsage=critical,keyCertSign",
-    ]);
-    await run(["req", ...ec, "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=127.0.0.1"]);
-    await run([
-      "x509",
-      "-req",
-      "-in",
-      "srv.csr",
-      "-CA",
-      "ca.pem",
-      "-CAkey",
-      "ca.key",
-      "-set_serial",
-      "2",
-      "-days",
-      "2",
-      "-extfile",
-      "ext.cnf",
-      "-out",
-      "srv.pem",
-    ]);
-    return {
-      ca: await Deno.readTextFile(join(dir, "ca.pem")),
-      cert: await Deno.readTextFile(join(dir, "srv.pem")),
-      key: await Deno.readTextFile(join(dir, "srv.key")),
-    };
+    const { ca, cert, key } = await makeTestCerts(dir);
+    return { ca, cert, key };
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -63,6 +63,8 @@ export const LIBC_LINUX = {
   readlink: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
   // int ioctl(int fd, unsigned long request, void *arg);
   ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
+  // int dup2(int oldfd, int newfd);
+  dup2: { parameters: ["i32", "i32"], result: "i32" },
   // int fcntl(int fd, int cmd, int arg);
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   // int pipe2(int pipefd[2], int flags);
@@ -208,6 +210,13 @@ export const LINUX = {
   SIZEOF_TERMIOS: 60,
   TIOCSWINSZ: 0x5414,
   TIOCGWINSZ: 0x5413,
+  /** Kernel termios (struct termios of the ioctl ABI, not glibc's): get and set as raw bytes. */
+  TCGETS: 0x5401,
+  TCSETS: 0x5402,
+  /** Make this terminal the caller's controlling terminal / give up the controlling terminal. */
+  TIOCSCTTY: 0x540e,
+  TIOCNOTTY: 0x5422,
+  F_DUPFD_CLOEXEC: 1030,
   POLLIN: 0x001,
   POLLOUT: 0x004,
   POLLERR: 0x008,

@@ -816,8 +816,13 @@ Deno.test({
       );
 
       await step(
-        "LIMIT: [2] B can open A's terminal: it reads A's termios at a password prompt and writes onto A's screen",
+        "HELD: [2] B cannot open A's terminal: no path to it (own devpts), not through /proc, not the host's",
         async () => {
+          assert.equal(
+            (caps.boundary as { terminals: { active: boolean } }).terminals.active,
+            true,
+          );
+          const aShell = (await A.sh(sa, "echo $$")).out.trim();
           const prompt = await A.ok("exec_start", {
             session_id: sa,
             command: [
@@ -826,26 +831,39 @@ Deno.test({
             env: { X: { vault: "a-pw" } },
           });
           await A.awaitingInput(prompt.job_id as string);
-          // docs/SECURITY.md "Other terminals of the same user": /dev/pts/N is open to B.
-          const b = await B.sh(
+          // B's /dev/pts is its own instance: its terminal and ptmx, nothing of A or the host.
+          const listed = (await B.sh(sb, "ls /dev/pts | sort | tr '\\n' ' '")).out.trim();
+          assert.equal(listed, "0 ptmx", listed);
+          // The name A's terminal has in A's view leads to B's own terminal in B's.
+          const own = await B.sh(
             sb,
-            `stty -F ${aTty} -a | grep -o -w -- '-echo'; printf '\\nINJECTED-BY-B\\n' > ${aTty}; ` +
-              `stty -F ${aTty} echo; echo done`,
+            `printf '\\nWRITTEN-BY-B\\n' > ${aTty}; stty -F ${aTty} echo; echo done`,
           );
-          assert.match(b.out, /^-echo$/m, b.out);
-          const screen = await pollUntil(async () => {
-            const s = await A.call("session_screen", { session_id: sa });
-            return (s.lines as string[]).some((l) => l.includes("INJECTED-BY-B")) ? s : undefined;
-          }, "B's text on A's screen");
-          assert.ok(screen);
-          // HELD part: B turned echo back on, so the typed value is echoed: still masked.
+          assert.match(own.out, /WRITTEN-BY-B/, own.out);
+          // Through A's processes and the daemon's /proc entries: refused (ptrace scoping).
+          for (const path of [`/proc/${aShell}/fd/0`, `/proc/${daemonPid}/root/dev/pts`]) {
+            const r = await B.sh(
+              sb,
+              `stty -F ${path} -a 2>&1 | head -c 300; ` +
+                `ls ${path} 2>&1 | head -c 300; printf 'INJECTED-BY-B' > ${path} 2>&1; echo "rc=$?"`,
+            );
+            assert.doesNotMatch(r.out, /speed \d+ baud|rc=0/, `${path}: ${r.out}`);
+          }
+          // A new terminal B allocates comes from its own instance too.
+          const nested = await B.sh(
+            sb,
+            "python3 -c 'import os,pty; m,s=pty.openpty(); print(os.ttyname(s))'",
+          );
+          assert.match(nested.out, /^\/dev\/pts\/1$/m, nested.out);
+          const screen = await A.call("session_screen", { session_id: sa });
+          const text = (screen.lines as string[]).join("\n");
+          assert.ok(!text.includes("WRITTEN-BY-B") && !text.includes("INJECTED-BY-B"), text);
+          // A's prompt kept echo off (B could not touch A's termios): the value is typed unseen.
           await A.ok("exec_write", { job_id: prompt.job_id, vault: "a-pw" });
           const w = await A.call("exec_wait", { job_id: prompt.job_id, timeout_ms: 10_000 });
           assert.match(String(w.output), /accepted/, shown(w));
           assert.ok(!String(w.output).includes(A_PW), shown(w));
-          const after = await A.call("session_screen", { session_id: sa });
-          assert.ok(!(after.lines as string[]).join("\n").includes(A_PW));
-          await A.sh(sa, "stty sane; clear");
+          await B.sh(sb, "stty sane; clear");
         },
       );
 

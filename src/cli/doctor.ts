@@ -447,6 +447,15 @@ export function checkBoundary(
         "Needs Landlock (or a root daemon with mount namespaces)",
       ),
   );
+  out.push(
+    b.terminals.active
+      ? ok("terminals", `each session has a devpts instance of its own ${from}`)
+      : warn(
+        "terminals",
+        `sessions share the host's terminals: ${b.terminals.reason} ${from}`,
+        "A root daemon (security.run_as for the sessions' user) gives each session its own",
+      ),
+  );
   return out;
 }
 

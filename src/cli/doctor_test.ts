@@ -20,6 +20,7 @@ const BOUNDARY: Boundary = {
   exec_gate: { active: true },
   hiding: { active: true, how: "landlock" },
   landlock: { active: true, abi: 7 },
+  terminals: { active: false, reason: "a devpts instance per session needs a mount namespace" },
   cgroup: { active: true },
   subreaper: true,
   run_as: null,

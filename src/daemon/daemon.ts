@@ -681,9 +681,11 @@ export function boundaryLine(b: Boundary): string {
     on(b.exec_gate, "exec gate"),
     b.hiding.active ? `control plane hidden (${b.hiding.how})` : "control plane NOT hidden",
     on(b.landlock, `landlock${b.landlock.abi ? ` v${b.landlock.abi}` : ""}`),
+    b.terminals.active ? "private terminals" : "terminals SHARED",
     on(b.cgroup, "cgroups"),
   ];
-  const missing = [b.exec_gate, b.hiding, b.landlock, b.cgroup].filter((f) => !f.active).length;
+  const missing =
+    [b.exec_gate, b.hiding, b.landlock, b.terminals, b.cgroup].filter((f) => !f.active).length;
   return `${b.mode}: ${parts.join(" · ")}${missing ? " — see `capabilities` for why" : ""}`;
 }
 
@@ -696,13 +698,13 @@ function runAsNote(config: Config): string {
 
 /**
  * Kernel features to treat as absent, from `TERMADA_SIMULATE_MISSING=seccomp,landlock,cgroup,
- * mounts` (tests check the degraded paths this way). It can only weaken the
+ * mounts,terminals` (tests check the degraded paths this way). It can only weaken the
  * boundary, it is logged, and capabilities say so.
  */
 function injectedMissing(env: Record<string, string | undefined>): Feature[] {
   const raw = env.TERMADA_SIMULATE_MISSING;
   if (!raw) return [];
-  const known: Feature[] = ["seccomp", "landlock", "cgroup", "mounts"];
+  const known: Feature[] = ["seccomp", "landlock", "cgroup", "mounts", "terminals"];
   const out = raw.split(",").map((s) => s.trim()).filter((s): s is Feature =>
     (known as string[]).includes(s)
   );

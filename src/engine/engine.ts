@@ -208,6 +208,7 @@ export class Engine {
       exec_gate: f(r.exec_gate),
       hiding: { ...f(r.hiding), ...(r.hiding.how ? { how: r.hiding.how } : {}) },
       landlock: { ...f(r.landlock), abi: r.landlock.abi },
+      terminals: f(r.terminals),
       cgroup: f(r.cgroup),
       subreaper: r.subreaper,
       run_as: r.run_as ? { user: r.run_as.user, uid: r.run_as.uid, gid: r.run_as.gid } : null,

@@ -84,8 +84,7 @@ export class Pty implements AsyncDisposable {
   }
 
   readonly pid: number;
-  /** Path of the slave side, e.g. `/dev/pts/3`. */
-  readonly ttyPath: string;
+  #ttyPath: string;
   #master: number;
   #pidfd: number;
   #poller: Poller;
@@ -114,7 +113,7 @@ export class Pty implements AsyncDisposable {
     opts: PtySpawnOptions,
   ) {
     this.pid = pid;
-    this.ttyPath = ttyPath;
+    this.#ttyPath = ttyPath;
     this.#master = master;
     this.#pidfd = pidfd;
     this.#poller = opts.poller ?? sharedPoller();
@@ -215,6 +214,41 @@ export class Pty implements AsyncDisposable {
       if (attrInit) libc.posix_spawnattr_destroy(attr);
       if (actionsInit) libc.posix_spawn_file_actions_destroy(actions);
     }
+  }
+
+  /**
+   * Path of the slave side as the child sees it, e.g. `/dev/pts/3` (after {@link adoptMaster},
+   * the name in the session's own devpts instance).
+   */
+  get ttyPath(): string {
+    return this.#ttyPath;
+  }
+
+  /**
+   * Switches to another terminal the child made its own (a private devpts instance: the
+   * launcher opened it, made it the controlling terminal and fds 0–2, and we took its master
+   * with pidfd_getfd). The old master is closed; output already read from it stays in order
+   * before the new one's. Takes ownership of `fd` (closed on failure too). Call before the
+   * output has a consumer and before any input is written.
+   */
+  adoptMaster(fd: number, ttyPath: string): void {
+    const libc = sys();
+    try {
+      if (!this.#masterOpen || this.#outputEnded) throw new Error("the terminal is closed");
+      const flags = check(libc.fcntl(fd, LINUX.F_GETFL, 0), "fcntl");
+      check(libc.fcntl(fd, LINUX.F_SETFL, flags | LINUX.O_NONBLOCK), "fcntl");
+      setWinsize(fd, this.#cols, this.#rows);
+    } catch (err) {
+      libc.close(fd);
+      throw err;
+    }
+    const paused = !this.#sink && this.#earlyBytes >= this.#highWater;
+    this.#poller.unregister(this.#master, { close: true });
+    this.#master = fd;
+    this.#ttyPath = ttyPath;
+    this.#poller.register(fd, { ready: (r) => this.#onMaster(r) });
+    if (paused) this.#poller.setPaused(fd, true);
+    this.#flushWrites();
   }
 
   get cols(): number {

@@ -191,6 +191,8 @@ export class LaunchChannel {
 /** What a finished handshake gives: the listener (daemon fd) and the report. */
 export interface Launched {
   listener: number | undefined;
+  /** The session's own terminal master (daemon fd), when the launcher made a private devpts. */
+  terminal: number | undefined;
   report: LaunchReady;
 }
 
@@ -253,6 +255,7 @@ export async function handshake(
   pid: number,
   spec: LaunchSpec,
   onListener: (fd: number, report: LaunchReady) => void,
+  onTerminal?: (fd: number, tty: string) => void,
 ): Promise<Launched> {
   const program = spec.argv[0]!;
   try {
@@ -262,9 +265,16 @@ export async function handshake(
       throw launchError(first as LaunchFailed | undefined, program);
     }
     let listener: number | undefined;
+    let terminal: number | undefined;
     if (first.listener >= 0) {
       listener = takeFd(pid, first.listener);
       onListener(listener, first);
+    }
+    // Before "go": the launcher's copy of the master closes at its exec.
+    if (first.terminal && "fd" in first.terminal) {
+      terminal = takeFd(pid, first.terminal.fd);
+      if (onTerminal) onTerminal(terminal, first.terminal.tty);
+      else sys().close(terminal);
     }
     channel.send("go\n");
     // EOF means execve succeeded (fd 3 closed on exec); a line means it failed. No deadline
@@ -273,7 +283,7 @@ export async function handshake(
     const after = parse(await channel.line(MAX_TIMER_MS));
     if (after !== undefined) throw launchError(after as LaunchFailed, program);
     if (!channel.eof) throw launchError(undefined, program);
-    return { listener, report: first };
+    return { listener, terminal, report: first };
   } finally {
     channel.close();
   }

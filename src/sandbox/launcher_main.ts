@@ -5,7 +5,8 @@
  *
  *   1. read the spec (one JSON line on fd 3),
  *   2. join the session's cgroup,
- *   3. hide the control plane's files in a private mount namespace (root),
+ *   3. hide the control plane's files in a private mount namespace (root), and give the
+ *      session a devpts instance of its own (its terminal is the only one it can open),
  *   4. `no_new_privs`, then Landlock (scoping; it hides the files itself where 3 was not possible),
  *   5. `security.run_as`: become that user (drop.ts), when configured,
  *   6. the exec filter (seccomp user notification), whose listener fd it reports,
@@ -23,13 +24,14 @@ import {
   LINUX,
   S_IFMT,
   S_IFREG,
+  statFd,
   statPath,
   sys,
   SysError,
 } from "../../ffi/mod.ts";
 import { dropPrivileges } from "./drop.ts";
 import { applyLandlock } from "./landlock.ts";
-import { canMount, hideWithMounts, privateProc } from "./mounts.ts";
+import { canMount, hideWithMounts, privateProc, privateTerminal } from "./mounts.ts";
 import { installExecFilter } from "./seccomp.ts";
 import {
   LAUNCH_FD,
@@ -192,6 +194,18 @@ export function runLauncher(): never {
       ready.mounts = { error: message(err) };
     }
     if (how === "mounts") reenterCwd();
+    if (how === "mounts" && spec.terminal) {
+      try {
+        const t = privateTerminal(statFd(0)?.gid ?? 0);
+        ready.terminal = { fd: t.master, tty: t.tty };
+      } catch (err) {
+        // The instance could not be mounted: the host's /dev/pts is still there (degrade, say
+        // so). Past that point the session's terminal would be half switched: end the launch.
+        const e = err instanceof SysError ? err : undefined;
+        if (e && e.syscall !== "mount /dev/pts") fail("terminal", message(err), e.errno);
+        ready.terminal = { error: message(err) };
+      }
+    }
     if (how === "mounts" && spec.user) {
       // Under run_as other users' processes leave the session's view: their argv and /proc.
       try {

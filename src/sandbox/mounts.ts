@@ -11,7 +11,18 @@
  * namespace needs a single-threaded caller, and the launcher is a Deno process): they fall back
  * to Landlock's rules. Synchronous calls only: the namespace belongs to the calling thread.
  */
-import { cstr, errno, LINUX, S_IFDIR, S_IFMT, statPath, sys, SysError } from "../../ffi/mod.ts";
+import {
+  cstr,
+  decodeCString,
+  errno,
+  LINUX,
+  S_IFDIR,
+  S_IFMT,
+  SIGNALS,
+  statPath,
+  sys,
+  SysError,
+} from "../../ffi/mod.ts";
 
 const NULL = null as unknown as Uint8Array;
 const O_DIRECTORY = Deno.build.arch === "aarch64" ? 0o40000 : 0o200000;
@@ -147,4 +158,70 @@ export function hideWithMounts(hide: readonly string[], allow: readonly string[]
   } finally {
     for (const k of keep) libc.close(k.fd);
   }
+}
+
+/** What {@link privateTerminal} made: the new master (the launcher's fd) and the slave's name. */
+export interface PrivateTerminal {
+  master: number;
+  tty: string;
+}
+
+/** Fails the terminal step with the call that failed. */
+function need(rc: number, what: string): number {
+  if (rc < 0) throw new SysError(what, errno());
+  return rc;
+}
+
+/**
+ * Gives the session a `devpts` instance of its own (in the private mount namespace
+ * hideWithMounts made): mounts a new instance on /dev/pts, binds its `ptmx` over /dev/ptmx (so
+ * programs of the session allocate their terminals from it too), opens a new terminal there and
+ * makes it this process's controlling terminal and fds 0–2, with the termios and size of the
+ * terminal the daemon spawned us on. Afterwards no path leads to another terminal of the host:
+ * /dev/pts lists only the session's own.
+ *
+ * The daemon's terminal stays open as a close-on-exec copy until the exec, so the daemon's master sees
+ * no hangup before it has taken the new master (pidfd_getfd) and switched over. Returns the new
+ * master (close-on-exec). `gid` owns the slaves (the host's tty group; drop.ts re-owns fd 0 for
+ * run_as). Throws SysError with nothing half-done that matters: a failed mount leaves the host's
+ * /dev/pts in place (the caller degrades); a failure after it ends the launch (the caller fails).
+ */
+export function privateTerminal(gid: number): PrivateTerminal {
+  const libc = sys();
+  mount(
+    "devpts",
+    "/dev/pts",
+    "devpts",
+    LINUX.MS_NOSUID | LINUX.MS_NOEXEC,
+    `newinstance,ptmxmode=0666,mode=0620,gid=${gid}`,
+  );
+  mount("/dev/pts/ptmx", "/dev/ptmx", null, LINUX.MS_BIND);
+  const master = need(
+    libc.open(cstr("/dev/pts/ptmx"), LINUX.O_RDWR | LINUX.O_NOCTTY | LINUX.O_CLOEXEC, 0),
+    "open(/dev/pts/ptmx)",
+  );
+  need(libc.unlockpt(master), "unlockpt");
+  const name = new Uint8Array(64);
+  if (libc.ptsname_r(master, name, BigInt(name.length)) !== 0) {
+    throw new SysError("ptsname_r", errno());
+  }
+  const tty = decodeCString(name);
+  const slave = need(libc.open(cstr(tty), LINUX.O_RDWR | LINUX.O_NOCTTY, 0), `open(${tty})`);
+  const termios = new Uint8Array(64);
+  if (libc.ioctl(0, BigInt(LINUX.TCGETS), termios) === 0) {
+    need(libc.ioctl(slave, BigInt(LINUX.TCSETS), termios), "ioctl(TCSETS)");
+  }
+  const size = new Uint8Array(8);
+  if (libc.ioctl(0, BigInt(LINUX.TIOCGWINSZ), size) === 0) {
+    need(libc.ioctl(master, BigInt(LINUX.TIOCSWINSZ), size), "ioctl(TIOCSWINSZ)");
+  }
+  need(libc.fcntl(0, LINUX.F_DUPFD_CLOEXEC, 10), "fcntl(F_DUPFD_CLOEXEC)");
+  // Giving up the old controlling terminal sends SIGHUP to our own group: ignored until the
+  // launcher resets every disposition before the exec.
+  libc.signal(SIGNALS.HUP, Deno.UnsafePointer.create(1n));
+  need(libc.ioctl(0, BigInt(LINUX.TIOCNOTTY), NULL), "ioctl(TIOCNOTTY)");
+  need(libc.ioctl(slave, BigInt(LINUX.TIOCSCTTY), NULL), "ioctl(TIOCSCTTY)");
+  for (const fd of [0, 1, 2]) need(libc.dup2(slave, fd), "dup2");
+  if (slave > 2) libc.close(slave);
+  return { master, tty };
 }

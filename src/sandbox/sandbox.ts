@@ -37,7 +37,7 @@ import type { LaunchReady, LaunchSpec } from "./spec.ts";
 const log = logger("sandbox");
 
 export type ExecGateMode = "required" | "auto" | "off";
-export type Feature = "seccomp" | "landlock" | "cgroup" | "mounts";
+export type Feature = "seccomp" | "landlock" | "cgroup" | "mounts" | "terminals";
 
 export interface FeatureState {
   active: boolean;
@@ -51,6 +51,12 @@ export interface SandboxReport {
   /** How the control plane's files are hidden: `mounts` (nothing else changes) or `landlock`. */
   hiding: FeatureState & { how?: "mounts" | "landlock"; paths: string[] };
   landlock: FeatureState & { abi: number };
+  /**
+   * Each session on a devpts instance of its own (needs the mount namespace): no process of a
+   * session can open another terminal of the host. Off: the daemon user's other terminals
+   * (other sessions', the user's own) are reachable by `/dev/pts/N`.
+   */
+  terminals: FeatureState;
   cgroup: FeatureState & { root?: string };
   subreaper: boolean;
   /** `security.run_as`: the user local session shells and one-shot jobs run as, or null. */
@@ -134,6 +140,7 @@ export class Sandbox<C> {
   readonly #seccomp: FeatureState;
   readonly #landlock: FeatureState & { abi: number };
   #hiding: FeatureState & { how?: "mounts" | "landlock"; paths: string[] };
+  readonly #terminals: FeatureState;
   readonly #cgroup: FeatureState & { root?: string };
   readonly #tree: CgroupTree | undefined;
   readonly #hide: string[];
@@ -184,6 +191,17 @@ export class Sandbox<C> {
         reason: "neither a mount namespace (needs root) nor Landlock is available",
         paths: [...this.#hide],
       };
+    this.#terminals = off
+      ? { active: false, reason: OFF }
+      : missing.has("terminals")
+      ? { active: false, reason: "private terminals marked missing (injected)" }
+      : this.#hiding.how === "mounts"
+      ? { active: true }
+      : {
+        active: false,
+        reason: "a devpts instance per session needs a mount namespace (a root daemon): " +
+          "sessions can open the daemon user's other terminals (/dev/pts/N)",
+      };
     this.subreaper = !off && options.subreaper === true && becomeSubreaper();
     if (!off && options.subreaper === true) {
       // Not dumpable: /proc/<daemon>/environ, maps, fd… need CAP_SYS_PTRACE, which sessions of a
@@ -214,6 +232,7 @@ export class Sandbox<C> {
       const features = [
         ["exec gate", this.#seccomp],
         ["hiding the control plane", this.#hiding],
+        ["private terminals", this.#terminals],
         ["landlock", this.#landlock],
         ["cgroup", this.#cgroup],
       ] as const;
@@ -235,6 +254,7 @@ export class Sandbox<C> {
       exec_gate: { ...this.#seccomp },
       hiding: { ...this.#hiding, paths: [...this.#hiding.paths] },
       landlock: { ...this.#landlock },
+      terminals: { ...this.#terminals },
       cgroup: { ...this.#cgroup },
       subreaper: this.subreaper,
       run_as: this.#o.runAs
@@ -282,6 +302,7 @@ export class Sandbox<C> {
         ? { hide: [...this.#hide], allow: [...(req.reach ?? [])] }
         : null,
       mounts: this.#hiding.how === "mounts",
+      terminal: this.#terminals.active,
       required: this.mode === "required" ? ["seccomp"] : [],
       user: runAs ? { uid: runAs.uid, gid: runAs.gid, tty_gid: runAs.ttyGid } : null,
     };
@@ -306,10 +327,16 @@ export class Sandbox<C> {
     const gctx: GateCtx<C> = { ctx: req.ctx, scope, killable: false };
     let handle: { close(): void } | undefined;
     try {
-      const { report } = await handshake(channel, pty.pid, spec, (fd, ready) => {
-        gctx.killable = ready.killable === true;
-        handle = this.gate.attach(fd, gctx, { trustFirst: req.trustFirstExec });
-      });
+      const { report } = await handshake(
+        channel,
+        pty.pid,
+        spec,
+        (fd, ready) => {
+          gctx.killable = ready.killable === true;
+          handle = this.gate.attach(fd, gctx, { trustFirst: req.trustFirstExec });
+        },
+        (fd, tty) => pty.adoptMaster(fd, tty),
+      );
       this.#noteReport(report);
       return { pty, scope, detach: () => handle?.close(), report };
     } catch (err) {
@@ -352,6 +379,11 @@ export class Sandbox<C> {
       });
     }
     if (r.cgroup) log.warn("a launcher could not join its cgroup", { error: r.cgroup.error });
+    if (r.terminal && "error" in r.terminal && this.#terminals.active) {
+      log.warn("no private devpts in a launcher: this session can open other terminals", {
+        error: r.terminal.error,
+      });
+    }
     if (r.proc) {
       log.warn("no private /proc in a launcher: other users' processes stay visible", {
         error: r.proc.error,

@@ -20,6 +20,11 @@ export interface LaunchSpec {
   landlock: { hide: string[]; allow: string[] } | null;
   /** Hide with a private mount namespace (the daemon runs as root); else with Landlock rules. */
   mounts: boolean;
+  /**
+   * Give the session a devpts instance of its own (needs the mount namespace): its terminal is
+   * the only one any of its processes can open. The new master is reported for pidfd_getfd.
+   */
+  terminal?: boolean;
   /** Features that must work: when one fails the launcher exits instead of degrading. */
   required: ("seccomp" | "landlock" | "cgroup")[];
   /**
@@ -48,6 +53,13 @@ export interface LaunchReady {
   mounts: { error: string } | null;
   seccomp: { error: string } | null;
   cgroup: { error: string } | null;
+  /**
+   * The session's own terminal: `fd` is its master in the launcher (the daemon takes it with
+   * pidfd_getfd before "go" and reads it instead of the one it spawned on), `tty` the slave's
+   * name as the session sees it. `error`: no private devpts, the host's terminals stay reachable.
+   * Absent: not asked for.
+   */
+  terminal?: { fd: number; tty: string } | { error: string };
   /** Under run_as: the private `hidepid` /proc could not be mounted (absent: it was, or n/a). */
   proc?: { error: string };
 }
@@ -55,7 +67,7 @@ export interface LaunchReady {
 /** Sent instead when setup or exec failed: the launcher exits right after. */
 export interface LaunchFailed {
   ready: false;
-  step: "spec" | "cgroup" | "cwd" | "user" | "landlock" | "seccomp" | "exec";
+  step: "spec" | "cgroup" | "cwd" | "terminal" | "user" | "landlock" | "seccomp" | "exec";
   error: string;
   errno?: number;
 }

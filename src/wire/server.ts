@@ -17,6 +17,11 @@ export const Boundary = z.object({
   hiding: Feature.extend({ how: z.enum(["mounts", "landlock"]).optional() }),
   /** Signals, ptrace and abstract sockets stay inside the session (Landlock scoping). */
   landlock: Feature.extend({ abi: z.number().int() }),
+  /**
+   * Each session has a devpts instance of its own: no process of it can open another terminal
+   * (other sessions', the user's). Off: those are reachable as `/dev/pts/N` (docs/SECURITY.md).
+   */
+  terminals: Feature,
   /** Each session and one-shot job has its own cgroup: kill ends all of it. */
   cgroup: Feature,
   /** Orphans of sessions are re-parented to the daemon (PR_SET_CHILD_SUBREAPER). */

@@ -382,7 +382,11 @@ Deno.test("a session cannot reach the control plane (mount namespace)", async (t
       assert.ok(!root.out.includes(token), "the token leaked through /proc/<pid>/root");
       const mem = await inside(c, a, `dd if=/proc/${daemonPid}/mem of=/dev/null bs=1 count=1 2>&1`);
       assert.notEqual(mem.code, 0, mem.out);
-      assert.match(mem.out, /failed to open.*(Permission denied|Operation not permitted)/, mem.out);
+      assert.match(
+        mem.out,
+        /failed to open.*(Permission denied|Operation not permitted|No such file or directory)/,
+        mem.out,
+      );
     });
 
     await t.step("the MCP socket gives a session no identity (dev-mode hello)", async () => {
@@ -490,6 +494,31 @@ Deno.test("a session cannot reach the control plane (mount namespace)", async (t
       }
     });
 
+    await t.step("each session has a terminal of its own, and opens new ones from it", async () => {
+      assert.equal((caps.boundary as { terminals: { active: boolean } }).terminals.active, true);
+      const mine = await inside(c, a, "tty; ls /dev/pts | sort | tr '\\n' ' '; echo");
+      assert.match(mine.out, /^\/dev\/pts\/0\r?\n0 ptmx \r?$/m, mine.out);
+      // A terminal tmux opens inside the session comes from the same instance and works.
+      const sock = `/tmp/termada-bt-tmux-${a}`;
+      const tmux = await inside(
+        c,
+        a,
+        `tmux -S ${sock} new-session -d -x 40 -y 5 'echo nested-ok; sleep 30' && sleep 0.5 && ` +
+          `tmux -S ${sock} capture-pane -p | head -1; ls /dev/pts | sort | tr '\\n' ' '; ` +
+          `tmux -S ${sock} kill-server; rm -f ${sock}`,
+      );
+      assert.match(tmux.out, /nested-ok/, tmux.out);
+      assert.match(tmux.out, /0 1 ptmx/, tmux.out);
+      // The other session's terminal is not there, nor any other process's /proc entry.
+      const other = await inside(
+        c,
+        b,
+        `echo "seen=$(ls /proc | grep -c -x -e ${daemonPid})"; ls /dev/pts | sort | tr '\\n' ' '`,
+      );
+      assert.match(other.out, /seen=0/, other.out);
+      assert.match(other.out, /^0 ptmx /m, other.out);
+    });
+
     await t.step("ordinary work in $HOME and /tmp still works", async () => {
       const name = `termada-bt-${a}`;
       const made = await inside(
@@ -594,9 +623,13 @@ Deno.test("without mounts, hiding falls back to Landlock rules and still holds",
     await using c = await stdioClient(home, ["--agent", "dev"]);
     const boundary = (await call(c, "capabilities", {})).boundary as {
       hiding: { active: boolean; how?: string };
+      terminals: { active: boolean; reason?: string };
     };
     assert.equal(boundary.hiding.active, true, JSON.stringify(boundary));
     assert.equal(boundary.hiding.how, "landlock", JSON.stringify(boundary));
+    // No mount namespace, no devpts of its own: said, with why.
+    assert.equal(boundary.terminals.active, false, JSON.stringify(boundary));
+    assert.match(boundary.terminals.reason ?? "", /mount namespace/);
     const a = (await call(c, "session_create", {})).session_id as string;
     const token = Deno.readTextFileSync(`${home}/token`).trim();
     const key = Deno.readTextFileSync(`${home}/termada-mcp.sock.key`).trim();

@@ -206,8 +206,10 @@ export function runLauncher(): never {
         ready.terminal = { error: message(err) };
       }
     }
-    if (how === "mounts" && spec.user) {
-      // Under run_as other users' processes leave the session's view: their argv and /proc.
+    if (how === "mounts") {
+      // Processes the session may not ptrace leave its view: their argv and /proc files. That is
+      // other users' (run_as) and, through Landlock's ptrace scoping, every process outside
+      // this session's domain: the daemon, agents' shims, other sessions, the user's own.
       try {
         privateProc();
       } catch (err) {

@@ -60,6 +60,9 @@ function mkdirs(path: string): void {
   }
 }
 
+/** A group id no user is given (/proc's "may see every process" group must be nobody's). */
+const NOBODYS_GROUP = 2147483646;
+
 /**
  * Replaces /proc in this (private) mount namespace with a procfs instance mounted
  * `hidepid=invisible`: a process sees only the processes it may ptrace-read — under run_as,
@@ -73,7 +76,9 @@ export function privateProc(): void {
     "/proc",
     "proc",
     LINUX.MS_NOSUID | LINUX.MS_NODEV | LINUX.MS_NOEXEC,
-    "hidepid=invisible",
+    // gid= names the group whose members see everything: by default 0, so root sessions would
+    // see all. A group id nobody has.
+    `hidepid=invisible,gid=${NOBODYS_GROUP}`,
   );
 }
 

@@ -20,7 +20,7 @@ const BOUNDARY: Boundary = {
   exec_gate: { active: true },
   hiding: { active: true, how: "landlock" },
   landlock: { active: true, abi: 7 },
-  terminals: { active: false, reason: "a devpts instance per session needs a mount namespace" },
+  terminals: { active: true },
   cgroup: { active: true },
   subreaper: true,
   run_as: null,
@@ -73,6 +73,7 @@ Deno.test("doctor on a healthy machine: every check OK, in a fixed order", async
       "landlock",
       "cgroups",
       "hiding",
+      "terminals",
       "servers",
       "state dir",
       "token",
@@ -184,9 +185,11 @@ Deno.test("doctor: the boundary, against the configured exec_gate mode", () => {
     landlock: { active: false, abi: 0, reason: "no Landlock" },
     cgroup: { active: false, reason: "No cgroup2 hierarchy" },
     hiding: { active: false, reason: "neither" },
+    terminals: { active: false, reason: "a devpts instance per session needs a mount namespace" },
   };
   const auto = checkBoundary(none, "a probe daemon", "auto");
-  assert.deepEqual(auto.map((v) => v.status), ["WARN", "WARN", "WARN", "WARN"]);
+  assert.deepEqual(auto.map((v) => v.status), ["WARN", "WARN", "WARN", "WARN", "WARN"]);
+  assert.match(auto[4]!.detail, /share the host's terminals/);
   assert.match(auto[0]!.detail, /no seccomp user notification/);
   assert.ok(auto.every((v) => v.fix));
   assert.equal(checkBoundary(none, "x", "required")[0]!.status, "FAIL");

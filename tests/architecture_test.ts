@@ -35,7 +35,12 @@ const ALLOWED: Record<string, string[]> = {
   notify: ["shared"],
   // Release assets, verified download and atomic self-replace (src/update).
   update: ["shared"],
+  // Out-of-process MCP plugins (src/plugins): processes, transport, bounds, supervision.
+  plugins: ["shared", "config"],
+  // Typed adapters (src/adapters): prepare → execute → verify → compensate, durable phases.
+  adapters: ["shared", "wire"],
   control: [
+    "plugins",
     "shared",
     "wire",
     "engine",
@@ -72,6 +77,7 @@ const ALLOWED: Record<string, string[]> = {
     "vault",
     "governance",
     "notify",
+    "plugins",
   ],
   cli: ["shared", "wire", "config", "audit", "client", "daemon", "vault", "governance", "update"],
 };

@@ -78,6 +78,7 @@ export function createApp(options: AppOptions): TermadaApp {
     agents: options.agents,
     server: {
       agents: control.agents,
+      plugins: control.plugins,
       ...(options.missions ? { missions: options.missions } : {}),
       version: options.version,
       limits: reportedLimits(control),
@@ -94,6 +95,7 @@ export function createApp(options: AppOptions): TermadaApp {
       operatorRoutes({
         ...options.operator,
         operators: control.operators,
+        plugins: control.plugins,
         ...(options.missions ? { missions: options.missions } : {}),
         operatorToken: options.operatorToken,
         operatorAuth: options.operatorAuth,

@@ -54,6 +54,9 @@ const STATUS: Partial<Record<ErrorCode | "UNAUTHORIZED" | "FORBIDDEN", Status>> 
   QUOTA_EXCEEDED: 429,
   NOT_SUPPORTED: 501,
   SERVER_UNREACHABLE: 502,
+  PLUGIN_UNAVAILABLE: 503,
+  PLUGIN_BAD_RESULT: 502,
+  PLUGIN_TIMEOUT: 502, // no 504 in the status type: the gateway-timeout meaning is in the code
   AUDIT_UNAVAILABLE: 503,
   VAULT_LOCKED: 423,
   BUDGET_EXCEEDED: 429,

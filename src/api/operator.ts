@@ -5,7 +5,7 @@
  * on TCP alike; agent credentials never reach these routes. Handlers throw; the app maps errors.
  */
 import { Hono } from "hono";
-import type { OperatorOps } from "../control/mod.ts";
+import type { OperatorOps, PluginOps } from "../control/mod.ts";
 import type { MissionService } from "../mission/mod.ts";
 import { type EventBus, TermadaError } from "../shared/mod.ts";
 import {
@@ -59,6 +59,8 @@ import { z } from "zod";
 
 export interface OperatorOptions {
   operators: OperatorOps;
+  /** The config's plugins (their state; docs/PLUGINS.md). */
+  plugins?: PluginOps;
   operatorToken: string;
   operatorAuth?: Omit<OperatorCredentials, "token">;
   version: string;
@@ -173,6 +175,9 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
   });
   // ── servers (src/remote through control) ──
   api.get("/servers", (c) => c.json(ops.servers() satisfies OperatorServerList));
+
+  // ── plugins (src/control/plugins.ts; docs/PLUGINS.md): state, restarts, tools ──
+  api.get("/plugins", (c) => c.json({ plugins: options.plugins?.list() ?? [] }));
   api.post("/servers", async (c) => {
     const b = await body(c, ServerAddInput);
     return c.json(await ops.addServer(operatorOf(c), b) satisfies OperatorServerList, 201);

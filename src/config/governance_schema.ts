@@ -105,6 +105,7 @@ export const ACTION_KINDS = [
   "fleet",
   "forward",
   "plugin",
+  "adapter",
 ] as const;
 export type ActionKindName = (typeof ACTION_KINDS)[number];
 export const RISK_LEVELS = ["low", "medium", "high", "critical"] as const;

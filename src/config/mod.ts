@@ -41,6 +41,12 @@ export {
   type StructuredRule,
 } from "./governance_schema.ts";
 export {
+  DEFAULT_CALLS_PER_MINUTE,
+  DEFAULT_TIMEOUT_MS,
+  MAX_PLUGINS,
+  PluginConfig,
+} from "./plugins_schema.ts";
+export {
   loadConfig,
   type LoadConfigOptions,
   type LoadedConfig,

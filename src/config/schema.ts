@@ -7,6 +7,7 @@ import { basename, dirname } from "node:path";
 import { z } from "zod";
 import { compileRegex } from "../shared/mod.ts";
 import { NotificationsConfig } from "../notify/mod.ts";
+import { MAX_PLUGINS, PluginConfig } from "./plugins_schema.ts";
 import { MAX_SOCKET_PATH_BYTES, mcpSocketBeside, type TermadaPaths } from "../paths/mod.ts";
 import {
   AgentJwtTrust,
@@ -389,6 +390,10 @@ export const PolicyRules = z.strictObject({
   servers: section(ResourceRules.optional()),
   /** Which port forwards may be opened (`<server>:<remote host>:<remote port>`). */
   forwards: section(ResourceRules.optional()),
+  /** Which plugin tools agents may call (`<plugin>.<tool>`, globs: `notes.*`). */
+  plugins: section(ResourceRules.optional()),
+  /** What adapter runs may change (`<adapter>:<resource>`: `file.patch:/srv/app/**`). */
+  adapters: section(ResourceRules.optional()),
   /** Which files `file_read` / `file_write` may touch (path globs, `<server>:` prefixed for one server). */
   files: section(
     z.strictObject({
@@ -439,7 +444,20 @@ export const Config = z.strictObject({
   audit: section(z.strictObject({ anchors: section(Anchors.prefault({})) }).prefault({})),
   /** Desktop and Telegram notifications (docs/NOTIFICATIONS.md). */
   notifications: section(NotificationsConfig.prefault({})),
+  /** Out-of-process MCP plugins whose tools agents call as `<plugin>.<tool>` (docs/PLUGINS.md). */
+  plugins: section(z.array(PluginConfig).max(MAX_PLUGINS).default([])),
 }).superRefine((config, ctx) => {
+  const seen = new Set<string>();
+  config.plugins.forEach((p, i) => {
+    if (seen.has(p.name)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["plugins", i, "name"],
+        message: `plugin "${p.name}" is declared twice`,
+      });
+    }
+    seen.add(p.name);
+  });
   const known = Object.keys(config.policies);
   const missing = (name: string) =>
     `no policy named "${name}" under "policies" (defined: ${known.join(", ") || "none"})`;

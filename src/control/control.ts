@@ -23,6 +23,7 @@ import { RecordingOps, type RecordingsOptions } from "./recordings.ts";
 import { Presence } from "./presence.ts";
 import { RemoteOps, type RemoteSetup } from "./remote.ts";
 import { VaultOps } from "./vault.ts";
+import { PluginOps } from "./plugins.ts";
 import type { SecretSet } from "../output/mod.ts";
 import type { VaultFile } from "../vault/mod.ts";
 import { type AuditSink, Recorder } from "./recorder.ts";
@@ -67,6 +68,8 @@ export interface ControlOptions {
   whoIs?: (agent: string) => { principal: string; principals?: readonly string[] };
   /** Pending approvals at most per owner and in all (defaults 32 / 128). */
   approvalQuotas?: { perOwner: number; total: number };
+  /** The daemon's version (what plugins are told the client is). */
+  version?: string;
   clock?: Clock;
 }
 
@@ -82,6 +85,8 @@ export class Control {
   readonly limits: EngineLimits;
   /** Budgets, and every admitted action's intent and outcome (reconcile). */
   readonly ledger: BudgetLedger;
+  /** The config's plugins and agents' calls to their tools (configure them after start). */
+  readonly plugins: PluginOps;
   readonly output: EngineOutputOptions;
   readonly #engine: Engine;
   readonly #trail: Trail;
@@ -169,6 +174,11 @@ export class Control {
       ...(o.publicUrl ? { publicUrl: o.publicUrl } : {}),
     });
     this.agents.useRecordings(recordings);
+    this.plugins = new PluginOps({
+      gateway: this.#gateway,
+      approvals: this.#approvals,
+      ...(o.version ? { version: o.version } : {}),
+    });
     this.operators = new OperatorOps({
       engine,
       gateway: this.#gateway,
@@ -227,6 +237,7 @@ export class Control {
   shutdown(): Promise<void> {
     return this.#closing ??= (async () => {
       this.presence.close();
+      await this.plugins.close();
       this.#approvals.close();
       await this.remote?.close();
       await this.#engine.shutdown();

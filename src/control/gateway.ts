@@ -117,7 +117,14 @@ export interface GatewayOptions {
 }
 
 /** Kinds of action that are not a job but pass the same gate. */
-export type ActionKind = "session" | "fleet" | "forward" | "file.read" | "file.write";
+export type ActionKind =
+  | "session"
+  | "fleet"
+  | "forward"
+  | "file.read"
+  | "file.write"
+  | "plugin"
+  | "adapter";
 
 /** An action an agent asks for: what it touches (each decided) and what it runs, if anything. */
 export interface ActionRequest {

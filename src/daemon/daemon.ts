@@ -301,6 +301,7 @@ export class Daemon {
         bus,
         policy: port,
         whoIs: (agent) => directory.principalOf(agent),
+        version: options.version,
         approvalQuotas: {
           perOwner: config.security.quotas.pending_per_owner,
           total: config.security.quotas.pending_total,
@@ -336,6 +337,8 @@ export class Daemon {
         },
       });
       serverCredential = (server, entry) => control.vault!.serverCredential(server, entry);
+      // The config's plugins start in the background (a slow one only shows in its status).
+      void control.plugins.configure(config.plugins);
       // Approvals waiting, input needed, failures and stop-all, to a person's desktop or
       // Telegram: from the bus, redacted, never blocking the daemon (docs/NOTIFICATIONS.md).
       const notifier = createNotifier(config.notifications, {
@@ -462,6 +465,7 @@ export class Daemon {
                 verifiers = v;
                 port.reload(next);
                 directory.reload(next, v.agent);
+                void control.plugins.configure(next.plugins);
               },
             }),
           auditTail: (n) => audit.tail(n),
@@ -499,6 +503,7 @@ export class Daemon {
         agents: directory,
         server: {
           agents: control.agents,
+          plugins: control.plugins,
           missions,
           version: options.version,
           limits: reportedLimits(control),

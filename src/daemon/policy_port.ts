@@ -258,6 +258,10 @@ export function policyPort(
         ? rules.files?.read
         : kind === "vault"
         ? (rules.vault ? { ...rules.vault, confirm: [] } : undefined)
+        : kind === "plugin"
+        ? rules.plugins
+        : kind === "adapter"
+        ? rules.adapters
         : rules.files?.write;
       m.set(kind, r ? new CompiledResourceRules(kind, r) : undefined);
     }
@@ -307,11 +311,17 @@ export function policyPort(
         ? subject.name
         : subject.kind === "forward"
         ? subject.server
+        : subject.kind === "plugin" || subject.kind === "adapter"
+        ? "local"
         : subject.target;
       const text = subject.kind === "server"
         ? subject.name
         : subject.kind === "forward"
         ? `${subject.server}:${subject.host}:${subject.port}`
+        : subject.kind === "plugin"
+        ? subject.tool
+        : subject.kind === "adapter"
+        ? `${subject.adapter}:${subject.resource}`
         : subject.path;
       return govern(agent, kind, legacy, { resources: [text] }, target);
     },
@@ -368,7 +378,7 @@ export function policyPort(
       : {
         action: "deny" as const,
         reason: `the policy has command rules and no "${
-          subject.kind === "forward" ? "forwards" : subject.kind.replace(".", "s.")
+          SECTION_OF[subject.kind]
         }" rules (fail closed)`,
       };
     return decideResource(subject, resourceRules(agent, subject.kind), fallback);
@@ -461,6 +471,17 @@ export function policyPort(
     return { ...d, verify: true };
   }
 }
+
+/** The policy section that holds each resource kind's rules (in fail-closed reasons). */
+const SECTION_OF: Record<ResourceKind, string> = {
+  server: "servers",
+  forward: "forwards",
+  "file.read": "files.read",
+  "file.write": "files.write",
+  vault: "vault",
+  plugin: "plugins",
+  adapter: "adapters",
+};
 
 function budgetRule(policy: string, b: BudgetEntry): BudgetRule {
   return {

@@ -17,7 +17,7 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import type { AgentOps } from "../control/mod.ts";
+import type { AgentOps, PluginOps } from "../control/mod.ts";
 import type { MissionService } from "../mission/mod.ts";
 import { type ErrorBody, logger, toTermadaError } from "../shared/mod.ts";
 import { parseInput, ToolError } from "../wire/mod.ts";
@@ -53,6 +53,8 @@ export interface McpServerOptions {
   version: string;
   /** Ask approvals in the agent's own client too, when it supports elicitation. */
   elicitApprovals?: boolean;
+  /** The config's plugins: their tools are listed as `<plugin>.<tool>` and called through it. */
+  plugins?: PluginOps;
 }
 
 const toolsByName = new Map<string, ToolDef>(TOOLS.map((t) => [t.name, t]));
@@ -75,6 +77,24 @@ export function listTools(): NonNullable<typeof toolList> {
     inputSchema: portableSchema(z.toJSONSchema(t.input, { io: "input" })),
     outputSchema: withErrorShape(portableSchema(z.toJSONSchema(t.output, { io: "output" }))),
     ...(t.annotations ? { annotations: { title: t.title, ...t.annotations } } : {}),
+  }));
+}
+
+/**
+ * The plugins' tools as tools/list shows them: marked as plugin tools (title, description and
+ * `_meta["termada/plugin"]`), their output schema (when they declare one) widened by the error
+ * shape as ours are.
+ */
+export function listPluginTools(plugins: PluginOps | undefined): unknown[] {
+  if (!plugins) return [];
+  return plugins.tools().map((t) => ({
+    name: t.name,
+    title: `${t.tool} (plugin ${t.plugin})`,
+    description: `[plugin ${t.plugin}] ${t.description}`,
+    inputSchema: t.inputSchema,
+    ...(t.outputSchema ? { outputSchema: withErrorShape(t.outputSchema) } : {}),
+    annotations: { title: `${t.tool} (plugin ${t.plugin})` },
+    _meta: { "termada/plugin": t.plugin },
   }));
 }
 
@@ -138,14 +158,28 @@ export function createMcpServer(options: McpServerOptions): Server {
     { name: "termada", title: "Termada", version: options.version },
     {
       capabilities: {
-        tools: { listChanged: false },
+        // Plugin tools come and go with their plugins (start, restart, config reload).
+        tools: { listChanged: options.plugins !== undefined },
         resources: { subscribe: true, listChanged: false },
       },
       instructions: INSTRUCTIONS,
     },
   );
   registerResources(server, options);
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listTools() }) as never);
+  server.setRequestHandler(ListToolsRequestSchema, () =>
+    ({
+      tools: options.plugins ? [...listTools(), ...listPluginTools(options.plugins)] : listTools(),
+    }) as never);
+  if (options.plugins) {
+    const off = options.plugins.onChange(() => {
+      server.sendToolListChanged().catch(() => {/* not connected (yet or any more) */});
+    });
+    const previous = server.onclose;
+    server.onclose = () => {
+      off();
+      previous?.();
+    };
+  }
   // Registered with the protocol layer's own method: the SDK server's override would validate
   // each request and each result again with its zod schemas (≈ 40 µs a call, measured). The
   // request is checked by callParams, the arguments by the tool's schema, and every result is
@@ -157,6 +191,9 @@ export function createMcpServer(options: McpServerOptions): Server {
   ): Promise<CallToolResult> => {
     const params = callParams(rawRequest.params);
     const tool = toolsByName.get(params.name);
+    if (!tool && options.plugins?.owns(params.name)) {
+      return await callPlugin(options.plugins, options.agent, params, extra.signal);
+    }
     if (!tool) {
       return errorResult({
         code: "NOT_FOUND",
@@ -217,6 +254,31 @@ export function createMcpServer(options: McpServerOptions): Server {
     }
   });
   return server;
+}
+
+/** A plugin tool's call: the gateway and audit are PluginOps'; the result passes as it came. */
+async function callPlugin(
+  plugins: PluginOps,
+  agent: string,
+  params: CallParams,
+  signal: AbortSignal,
+): Promise<CallToolResult> {
+  try {
+    const r = await plugins.call(agent, params.name, params.arguments as Record<string, unknown>, {
+      signal,
+    });
+    return {
+      content: r.content,
+      ...(r.structuredContent !== undefined ? { structuredContent: r.structuredContent } : {}),
+      ...(r.isError ? { isError: true } : {}),
+    } as CallToolResult;
+  } catch (err) {
+    const e = toTermadaError(err);
+    if (e.code === "INTERNAL") {
+      log.error("plugin tool failed", { tool: params.name, agent, error: err });
+    }
+    return errorResult(e.toJSON());
+  }
 }
 
 function errorResult(error: ErrorBody): CallToolResult {

@@ -24,7 +24,8 @@ export type GovernedKind =
   | "file.write"
   | "fleet"
   | "forward"
-  | "plugin";
+  | "plugin"
+  | "adapter";
 export type Risk = "low" | "medium" | "high" | "critical";
 const RISK_ORDER: Record<Risk, number> = { low: 0, medium: 1, high: 2, critical: 3 };
 
@@ -424,6 +425,8 @@ export function classifyRisk(kind: GovernedKind, environment: string | undefined
     "file.write": "medium",
     forward: "medium",
     plugin: "medium",
+    // An adapter's own prepare says better (its risk); this is the default when it does not.
+    adapter: "medium",
     fleet: "high",
   };
   const r = base[kind];

@@ -524,6 +524,8 @@ Deno.test("classifyRisk: by kind, one level higher on production", () => {
     "file.write": "medium",
     forward: "medium",
     plugin: "medium",
+    // An adapter's own prepare says better (its risk); this is the default when it does not.
+    adapter: "medium",
     fleet: "high",
   };
   const raised: Record<string, string> = { low: "medium", medium: "high", high: "critical" };

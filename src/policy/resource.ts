@@ -24,7 +24,14 @@ export interface ResourceRules {
   readonly confirm: readonly string[];
 }
 
-export type ResourceKind = "server" | "forward" | "file.read" | "file.write" | "vault";
+export type ResourceKind =
+  | "server"
+  | "forward"
+  | "file.read"
+  | "file.write"
+  | "vault"
+  | "plugin"
+  | "adapter";
 
 /** What is decided: a server (name and tags), a forward spec, or a file on a target. */
 export type ResourceSubject =
@@ -32,7 +39,11 @@ export type ResourceSubject =
   | { kind: "forward"; server: string; host: string; port: number }
   | { kind: "file.read" | "file.write"; target: string; path: string }
   /** A vault entry used by an agent on a target (`local` or a server's name). */
-  | { kind: "vault"; target: string; entry: string };
+  | { kind: "vault"; target: string; entry: string }
+  /** A plugin's tool, by its qualified name (`<plugin>.<tool>`). */
+  | { kind: "plugin"; tool: string }
+  /** What an adapter run changes (`file.patch` and a path, `http.request` and `METHOD URL`). */
+  | { kind: "adapter"; adapter: string; resource: string };
 
 export interface ResourceDecision {
   action: "allow" | "deny" | "confirm";
@@ -174,6 +185,10 @@ function matches(p: CompiledPattern, s: ResourceSubject): boolean {
     case "vault":
       return (p.scope === undefined || matchTokens(p.scope, s.target)) &&
         matchTokens(p.body, s.entry);
+    case "plugin":
+      return matchTokens(p.body, s.tool);
+    case "adapter":
+      return matchTokens(p.body, `${s.adapter}:${s.resource}`);
   }
 }
 
@@ -190,6 +205,10 @@ export function describeSubject(s: ResourceSubject): string {
       return `writing "${s.path}" on ${s.target}`;
     case "vault":
       return `vault entry "${s.entry}" on ${s.target}`;
+    case "plugin":
+      return `plugin tool "${s.tool}"`;
+    case "adapter":
+      return `${s.adapter} of "${s.resource}"`;
   }
 }
 

@@ -14,6 +14,12 @@ export const ERROR_CODES = [
   "BUDGET_EXCEEDED",
   "BLOCKED_AT_EXEC",
   "NOT_SUPPORTED",
+  /** A plugin is down or restarting (docs/PLUGINS.md). */
+  "PLUGIN_UNAVAILABLE",
+  /** A plugin did not answer in its timeout_ms. */
+  "PLUGIN_TIMEOUT",
+  /** A plugin's answer broke its own declared output schema or a bound. */
+  "PLUGIN_BAD_RESULT",
   "INTERNAL",
 ] as const;
 
@@ -25,6 +31,7 @@ const RETRIABLE: ReadonlySet<ErrorCode> = new Set([
   "QUOTA_EXCEEDED",
   "SERVER_UNREACHABLE",
   "AUDIT_UNAVAILABLE",
+  "PLUGIN_UNAVAILABLE",
 ]);
 
 /**

@@ -15,6 +15,7 @@ import { ApprovalActions, Confirm, JobOutput, type OutputJob } from "./views.tsx
 import { api, type HttpError } from "./api.ts";
 import { useThrottledLoad } from "./hooks.ts";
 import type {
+  AdapterEvidence,
   JobEvidence,
   JobOutputPage,
   MissionList,
@@ -463,26 +464,18 @@ function MissionDetail(
               ? (
                 <p class="mark verified" data-mark="verified">
                   ✓ verified by runtime
-                  {s.evidence && (
-                    <>
-                      {" · job "}
-                      <JobLink evidence={s.evidence} onOpen={setOpenJob} />
-                    </>
-                  )}
+                  {s.evidence && <ProofLink evidence={s.evidence} onOpen={setOpenJob} />}
                 </p>
               )
               : s.status !== "pending" && (
                 <p class="mark claimed" data-mark="claimed">
                   claimed by agent
-                  {s.evidence && (
-                    <>
-                      {" · job "}
-                      <JobLink evidence={s.evidence} onOpen={setOpenJob} />
-                    </>
-                  )}
+                  {s.evidence && <ProofLink evidence={s.evidence} onOpen={setOpenJob} />}
                 </p>
               )}
-            {s.evidence && <Evidence evidence={s.evidence} />}
+            {s.evidence && (isRun(s.evidence)
+              ? <RunEvidence evidence={s.evidence} />
+              : <Evidence evidence={s.evidence} />)}
             {s.note && (
               <p class="step-note">
                 <span class="dim">agent's note:</span> {s.note}
@@ -548,6 +541,57 @@ function MissionDetail(
         />
       </Confirm>
     </section>
+  );
+}
+
+/** A step proven by an adapter run (its evidence has `kind: "adapter"`), not by a job. */
+function isRun(e: JobEvidence | AdapterEvidence): e is AdapterEvidence {
+  return (e as { kind?: string }).kind === "adapter";
+}
+
+/** " · job <link>" for a job's evidence, " · adapter run <id>" for a run's. */
+function ProofLink(
+  props: { evidence: JobEvidence | AdapterEvidence; onOpen: (job: OutputJob) => void },
+): preact.JSX.Element {
+  const e = props.evidence;
+  if (isRun(e)) {
+    return (
+      <>
+        {" · adapter run "}
+        <span class="mono" data-evidence-run={e.run_id}>{e.run_id}</span>
+      </>
+    );
+  }
+  return (
+    <>
+      {" · job "}
+      <JobLink evidence={e} onOpen={props.onOpen} />
+    </>
+  );
+}
+
+function RunEvidence(props: { evidence: AdapterEvidence }): preact.JSX.Element {
+  const e = props.evidence;
+  return (
+    <dl class="evidence" data-evidence={e.run_id}>
+      <dt>adapter</dt>
+      <dd class="cmd">
+        <code>{e.adapter}</code> on <code>{e.resource}</code>
+      </dd>
+      <dt>change</dt>
+      <dd>{e.summary}</dd>
+      <dt>result</dt>
+      <dd>
+        {e.phase}
+        {e.phase === "verified" && " (effect observed by the runtime)"}
+      </dd>
+      {e.receipt_sha256 && (
+        <>
+          <dt>receipt sha256</dt>
+          <dd class="mono">{e.receipt_sha256}</dd>
+        </>
+      )}
+    </dl>
   );
 }
 

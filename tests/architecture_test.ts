@@ -41,6 +41,7 @@ const ALLOWED: Record<string, string[]> = {
   adapters: ["shared", "wire"],
   control: [
     "plugins",
+    "adapters",
     "shared",
     "wire",
     "engine",
@@ -78,6 +79,7 @@ const ALLOWED: Record<string, string[]> = {
     "governance",
     "notify",
     "plugins",
+    "adapters",
   ],
   cli: ["shared", "wire", "config", "audit", "client", "daemon", "vault", "governance", "update"],
 };

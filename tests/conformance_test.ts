@@ -39,6 +39,9 @@ const WEB_TOKEN = `conformance-web-${crypto.randomUUID()}`;
  * The shared daemon: a policy with a deny and a confirm rule, forwards and file rules, one
  * token agent for HTTP, and one server (a real sshd on 127.0.0.1) named "box".
  */
+/** An adapter run id no run has. */
+const FAKE_RUN = "run_aaaaaaaaaaaa";
+
 const config = (sshPort: number) =>
   `agents:
   web:
@@ -56,6 +59,11 @@ policies:
         allow: ["/tmp/**"]
     vault:
       allow: ["local:conf-*"]
+    adapters:
+      allow: ["file.patch:/tmp/**"]
+adapters:
+  file_patch:
+    roots: ["/tmp"]
 approvals:
   confirm_timeout_ms: 60000
 servers:
@@ -1008,7 +1016,84 @@ const TOOL_CASES: Record<string, ToolSpec> = {
       errArgs("snapshot_list", "INVALID_ARGUMENT", "a path with NUL", { path: "a\u0000b" }),
     ],
   },
+
+  adapter_run: {
+    minimal: { adapter: "file.patch", input: { patch: "x" } },
+    cases: [
+      okCase("file.patch applies a diff under a root and verifies it", async (fx) => {
+        const r = await patchRun(fx, "run");
+        assert.equal(r.phase, "verified", JSON.stringify(r));
+        assert.equal(await Deno.readTextFile(`${fx.work}/adapter-run.txt`), "after\n");
+      }),
+      errArgs("adapter_run", "NOT_FOUND", "an adapter this daemon does not offer", {
+        adapter: "ticket.open",
+        input: {},
+      }),
+      errArgs("adapter_run", "INVALID_ARGUMENT", "input the adapter's schema refuses", {
+        adapter: "file.patch",
+        input: { patch: 42 },
+      }),
+      errArgs("adapter_run", "DENIED_BY_POLICY", "a path outside the roots", {
+        adapter: "file.patch",
+        input: {
+          patch: "--- a/etc/hostname\n+++ b/etc/hostname\n@@ -1 +1 @@\n-a\n+b\n",
+          root: "/",
+        },
+      }),
+    ],
+  },
+
+  adapter_status: {
+    minimal: { run_id: FAKE_RUN },
+    cases: [
+      okCase("one of the caller's runs", async (fx) => {
+        const r = await patchRun(fx, "status");
+        const s = await ok(fx.c, "adapter_status", { run_id: r.run_id });
+        assert.equal(s.run_id, r.run_id);
+        assert.equal(s.verified, true);
+      }),
+      errArgs("adapter_status", "NOT_FOUND", "an unknown run", { run_id: FAKE_RUN }),
+      errArgs("adapter_status", "INVALID_ARGUMENT", "not a run id", { run_id: "job_x" }),
+    ],
+  },
+
+  adapter_list: {
+    minimal: {},
+    cases: [
+      okCase("the caller's runs and the adapters offered", async (fx) => {
+        const l = await ok(fx.c, "adapter_list", { limit: 5 });
+        assert.deepEqual(l.adapters, ["file.patch"]);
+      }),
+      errArgs("adapter_list", "INVALID_ARGUMENT", "a limit over the bound", { limit: 100000 }),
+    ],
+  },
+
+  adapter_undo: {
+    minimal: { run_id: FAKE_RUN },
+    cases: [
+      okCase("a verified patch is undone", async (fx) => {
+        const r = await patchRun(fx, "undo");
+        const u = await ok(fx.c, "adapter_undo", { run_id: r.run_id });
+        assert.equal(u.phase, "compensated", JSON.stringify(u));
+        assert.equal(await Deno.readTextFile(`${fx.work}/adapter-undo.txt`), "before\n");
+      }),
+      errArgs("adapter_undo", "NOT_FOUND", "an unknown run", { run_id: FAKE_RUN }),
+    ],
+  },
 };
+
+/** A file `adapter-<name>.txt` in the work dir, patched from "before" to "after" by file.patch. */
+async function patchRun(fx: Fx, name: string): Promise<Structured> {
+  const file = `adapter-${name}.txt`;
+  await Deno.writeTextFile(`${fx.work}/${file}`, "before\n");
+  return await ok(fx.c, "adapter_run", {
+    adapter: "file.patch",
+    input: {
+      patch: `--- a/${file}\n+++ b/${file}\n@@ -1 +1 @@\n-before\n+after\n`,
+      root: fx.work,
+    },
+  });
+}
 
 /** Added to every tool: an unknown key next to valid input is INVALID_ARGUMENT naming it. */
 const unknownKeyCase = (tool: string, minimal: Structured): Case =>

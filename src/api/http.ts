@@ -55,6 +55,8 @@ const STATUS: Partial<Record<ErrorCode | "UNAUTHORIZED" | "FORBIDDEN", Status>> 
   NOT_SUPPORTED: 501,
   SERVER_UNREACHABLE: 502,
   PLUGIN_UNAVAILABLE: 503,
+  CONFLICT: 409,
+  UPSTREAM_FAILED: 502,
   PLUGIN_BAD_RESULT: 502,
   PLUGIN_TIMEOUT: 502, // no 504 in the status type: the gateway-timeout meaning is in the code
   AUDIT_UNAVAILABLE: 503,

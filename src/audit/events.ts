@@ -273,7 +273,10 @@ export interface AuditEvents {
     step_id?: string;
     step_status?: string;
     job_id?: string;
-    evidence?: { status: string; exit_code?: number; output_sha256: string | null };
+    adapter_run_id?: string;
+    evidence?:
+      | { status: string; exit_code?: number; output_sha256: string | null }
+      | { adapter: string; phase: string; receipt_sha256: string | null };
     note?: string;
     summary?: string;
     status?: string;

@@ -5,6 +5,7 @@
  * are errors.
  */
 import { z } from "zod";
+import { ACTION_KINDS, type ActionKind } from "../shared/mod.ts";
 
 /** Bounds of the governance values (docs/CONFIG.md, docs/GOVERNANCE.md). */
 export const GOVERNANCE_LIMITS = {
@@ -95,19 +96,9 @@ export const Quotas = z.strictObject({
   pending_total: int(1, GOVERNANCE_LIMITS.pendingTotalMax).default(128),
 });
 
-/** The typed actions rules and budgets name. */
-export const ACTION_KINDS = [
-  "exec",
-  "input",
-  "session",
-  "file.read",
-  "file.write",
-  "fleet",
-  "forward",
-  "plugin",
-  "adapter",
-] as const;
-export type ActionKindName = (typeof ACTION_KINDS)[number];
+/** The typed actions rules and budgets name (the one list: src/shared/actions.ts). */
+export { ACTION_KINDS };
+export type ActionKindName = ActionKind;
 export const RISK_LEVELS = ["low", "medium", "high", "critical"] as const;
 
 /** `Mon-Fri 09:00-17:30` in a time zone (IANA name, default UTC). */

@@ -41,8 +41,10 @@ export {
   type StructuredRule,
 } from "./governance_schema.ts";
 export {
+  AdaptersConfig,
   DEFAULT_CALLS_PER_MINUTE,
   DEFAULT_TIMEOUT_MS,
+  HttpTargetConfig,
   MAX_PLUGINS,
   PluginConfig,
 } from "./plugins_schema.ts";

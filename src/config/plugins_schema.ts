@@ -1,6 +1,7 @@
 /**
- * The config file's `plugins:` entries (docs/PLUGINS.md): trusted executables speaking MCP over
- * stdio, supervised by src/plugins. One schema, one type.
+ * The config file's `plugins:` entries (trusted executables speaking MCP over stdio, supervised
+ * by src/plugins) and its `adapters:` section (src/adapters), per docs/PLUGINS.md. One schema, one
+ * type each.
  */
 import { z } from "zod";
 
@@ -33,3 +34,55 @@ export const PluginConfig = z.strictObject({
   calls_per_minute: z.int().min(1).max(6000).default(DEFAULT_CALLS_PER_MINUTE),
 });
 export type PluginConfig = z.infer<typeof PluginConfig>;
+
+const OptionPath = z.string().min(1).max(2048).regex(/^\/(?!\/)/, 'must start with one "/"');
+const TargetName = z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/);
+
+/** One endpoint of the `http.request` adapter (`adapters.http[]`). */
+export const HttpTargetConfig = z.strictObject({
+  /** What agents name as `target`. */
+  name: TargetName,
+  /** `http(s)://host[:port]`: the one origin its requests may go to. */
+  base_url: z.string().min(1).max(2048).regex(/^https?:\/\/[^/?#@\s]+\/?$/, {
+    message: "must be http(s)://host[:port]",
+  }),
+  /** Sent with every request (e.g. Authorization from `${ENV}`); never stored or audited. */
+  headers: z.record(
+    z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/),
+    z.string().max(8192),
+  ).refine((h) => Object.keys(h).length <= 32, { message: "at most 32 headers" }).default({}),
+  /** GET `path` (`{id}`, `{key}` substituted) expecting `status` proves a run's effect. */
+  verify: z.strictObject({
+    path: OptionPath.optional(),
+    status: z.int().min(100).max(599).optional(),
+  }).optional(),
+  /** How a run interrupted by a crash is found again (e.g. `/tickets/by-key/{key}`). */
+  reconcile: z.strictObject({ path: OptionPath }).optional(),
+  /** How a run is undone; without it the target's runs are not reversible. */
+  compensate: z.strictObject({ method: z.enum(["DELETE", "POST"]), path: OptionPath }).optional(),
+  timeout_ms: z.int().min(100).max(600_000).default(30_000),
+});
+export type HttpTargetConfig = z.infer<typeof HttpTargetConfig>;
+
+/** `adapters:` — the typed adapters this daemon offers (docs/PLUGINS.md "Adapters"). */
+export const AdaptersConfig = z.strictObject({
+  /** `file.patch`: unified diffs applied under these directories only; absent: not offered. */
+  file_patch: z.strictObject({
+    roots: z.array(z.string().min(2).max(4096).regex(/^\//, "must be absolute")).min(1).max(32),
+  }).optional(),
+  /** `http.request`: its named endpoints; empty: not offered. */
+  http: z.array(HttpTargetConfig).max(32).default([]),
+}).superRefine((a, ctx) => {
+  const seen = new Set<string>();
+  a.http.forEach((t, i) => {
+    if (seen.has(t.name)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["http", i, "name"],
+        message: `http target "${t.name}" is declared twice`,
+      });
+    }
+    seen.add(t.name);
+  });
+});
+export type AdaptersConfig = z.infer<typeof AdaptersConfig>;

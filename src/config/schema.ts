@@ -7,7 +7,7 @@ import { basename, dirname } from "node:path";
 import { z } from "zod";
 import { compileRegex } from "../shared/mod.ts";
 import { NotificationsConfig } from "../notify/mod.ts";
-import { MAX_PLUGINS, PluginConfig } from "./plugins_schema.ts";
+import { AdaptersConfig, MAX_PLUGINS, PluginConfig } from "./plugins_schema.ts";
 import { MAX_SOCKET_PATH_BYTES, mcpSocketBeside, type TermadaPaths } from "../paths/mod.ts";
 import {
   AgentJwtTrust,
@@ -446,6 +446,8 @@ export const Config = z.strictObject({
   notifications: section(NotificationsConfig.prefault({})),
   /** Out-of-process MCP plugins whose tools agents call as `<plugin>.<tool>` (docs/PLUGINS.md). */
   plugins: section(z.array(PluginConfig).max(MAX_PLUGINS).default([])),
+  /** Typed adapters: `file.patch` roots and `http.request` endpoints (docs/PLUGINS.md). */
+  adapters: section(AdaptersConfig.prefault({})),
 }).superRefine((config, ctx) => {
   const seen = new Set<string>();
   config.plugins.forEach((p, i) => {

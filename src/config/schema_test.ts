@@ -61,6 +61,8 @@ Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
       queue_size: 256,
       max_retries: 6,
     },
+    plugins: [],
+    adapters: { http: [] },
   });
   assert.ok(Object.isFrozen(DEFAULT_CONFIG.sessions));
 });

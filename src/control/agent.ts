@@ -4,6 +4,7 @@
  * input (src/wire), passes the gateway where it has a side effect, then drives the engine. An
  * agent only ever sees its own sessions and jobs (others' ids are NOT_FOUND).
  */
+import type { AdapterOps } from "./adapters.ts";
 import {
   type CallOptions,
   DEFAULT_RUN_WAIT_MS,
@@ -99,6 +100,8 @@ export interface AgentOpsOptions {
   publicUrl?: () => string | undefined;
   /** Snapshots (the store's root, the policy's rules); absent: the snapshot tools are off. */
   snapshots?: { root: string; rules?: (agent: string) => SnapshotPolicy | undefined };
+  /** Typed adapter runs (their journal, the config's adapters); absent: the tools say so. */
+  adapters?: AdapterOps;
 }
 
 /** A session to open: its environment holds plain values (vault references resolved). */
@@ -118,8 +121,10 @@ export class AgentOps {
   readonly snapshotOps: SnapshotOps | undefined;
   /** Each agent's default session (created on first use), by owner. */
   readonly #defaults = new Map<string, Promise<Session>>();
+  readonly #adapters: AdapterOps | undefined;
 
   constructor(o: AgentOpsOptions) {
+    this.#adapters = o.adapters;
     this.#engine = o.engine;
     this.#gateway = o.gateway;
     this.#approvals = o.approvals;
@@ -151,6 +156,12 @@ export class AgentOps {
   snapshots(): SnapshotOps {
     if (this.snapshotOps) return this.snapshotOps;
     throw new TermadaError("NOT_SUPPORTED", "This server keeps no snapshots");
+  }
+
+  /** The adapter tools; NOT_SUPPORTED when this daemon has no adapter journal. */
+  adapters(): AdapterOps {
+    if (this.#adapters) return this.#adapters;
+    throw new TermadaError("NOT_SUPPORTED", "This server runs no adapters");
   }
 
   /** file_read / file_write, local or in a session's server. */

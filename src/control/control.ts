@@ -24,6 +24,8 @@ import { Presence } from "./presence.ts";
 import { RemoteOps, type RemoteSetup } from "./remote.ts";
 import { VaultOps } from "./vault.ts";
 import { PluginOps } from "./plugins.ts";
+import { AdapterOps } from "./adapters.ts";
+import type { AnyAdapter } from "../adapters/mod.ts";
 import type { SecretSet } from "../output/mod.ts";
 import type { VaultFile } from "../vault/mod.ts";
 import { type AuditSink, Recorder } from "./recorder.ts";
@@ -70,6 +72,8 @@ export interface ControlOptions {
   approvalQuotas?: { perOwner: number; total: number };
   /** The daemon's version (what plugins are told the client is). */
   version?: string;
+  /** Typed adapters: the runs' journal and the config's `adapters:`; absent: none. */
+  adapters?: { dbPath: string; adapters: readonly AnyAdapter[] };
   clock?: Clock;
 }
 
@@ -87,6 +91,8 @@ export class Control {
   readonly ledger: BudgetLedger;
   /** The config's plugins and agents' calls to their tools (configure them after start). */
   readonly plugins: PluginOps;
+  /** Typed adapter runs (resume them once after start), when configured. */
+  readonly adapters: AdapterOps | undefined;
   readonly output: EngineOutputOptions;
   readonly #engine: Engine;
   readonly #trail: Trail;
@@ -162,6 +168,16 @@ export class Control {
       store: o.store,
       keepFiles: o.engine.recording?.keepFiles,
     };
+    const forbiddenPaths = o.forbiddenPaths ?? { all: o.engine.sandbox?.hide ?? [], write: [] };
+    this.adapters = o.adapters
+      ? new AdapterOps({
+        gateway: this.#gateway,
+        approvals: this.#approvals,
+        dbPath: o.adapters.dbPath,
+        adapters: o.adapters.adapters,
+        forbidden: forbiddenPaths,
+      })
+      : undefined;
     this.agents = new AgentOps({
       engine,
       gateway: this.#gateway,
@@ -169,7 +185,8 @@ export class Control {
       trail: this.#trail,
       remote: this.remote,
       vault: this.vault,
-      forbiddenPaths: o.forbiddenPaths ?? { all: o.engine.sandbox?.hide ?? [], write: [] },
+      forbiddenPaths,
+      ...(this.adapters ? { adapters: this.adapters } : {}),
       ...(o.snapshots ? { snapshots: o.snapshots } : {}),
       ...(o.publicUrl ? { publicUrl: o.publicUrl } : {}),
     });
@@ -242,6 +259,7 @@ export class Control {
       await this.remote?.close();
       await this.#engine.shutdown();
       await this.vault?.close();
+      this.adapters?.close();
       this.#trail.pruneNow();
       this.#trail.close();
     })();

@@ -140,6 +140,8 @@ export interface ActionRequest {
   forbidden?: string;
   /** Environment it gives programs on a server (decided: no exec gate sees its effect). */
   env?: Record<string, string>;
+  /** What it is expected to cost (an adapter's estimate), for `cost` budgets. */
+  estimate?: { cost?: number };
 }
 
 /** An admitted action: its id (act_…) and the decision, its intent record on disk. */
@@ -554,7 +556,7 @@ export class Gateway {
         s.kind === "forward" ? [s.server] : "target" in s ? [s.target] : []
       )[0] ?? "local";
     try {
-      this.#admitBudget(req.owner, id, req.kind, target, base.summary);
+      this.#admitBudget(req.owner, id, req.kind, target, base.summary, req.estimate);
     } catch (err) {
       rec.record(actor, "action.refused", {
         ...base,
@@ -670,20 +672,26 @@ export class Gateway {
     kind: string,
     target: string,
     summary: readonly string[],
+    estimate?: { cost?: number },
   ): void {
     const ledger = this.#o.ledger;
     if (!ledger) return;
     const f = this.#o.policy.budgetsFor?.(owner, target) ??
       { rules: [], principal: `agent:${owner}`, production: false };
-    ledger.admit(f.rules, {
-      actionId,
-      kind,
-      principal: f.principal,
-      ...(f.tenant ? { tenant: f.tenant } : {}),
-      recipient: target,
-      production: f.production,
-      readOnly: kind === "file.read",
-    }, { owner, summary: actionSummary(summary) });
+    ledger.admit(
+      f.rules,
+      {
+        actionId,
+        kind,
+        principal: f.principal,
+        ...(f.tenant ? { tenant: f.tenant } : {}),
+        recipient: target,
+        production: f.production,
+        readOnly: kind === "file.read",
+      },
+      { owner, summary: actionSummary(summary) },
+      estimate ?? {},
+    );
   }
 
   #release(actionId: string, reason: string): void {

@@ -8,6 +8,7 @@
  * Stop = close MCP sessions and listeners, end every session, close the store and the log,
  * remove the sockets and release the lock.
  */
+import { configuredAdapters } from "./adapters.ts";
 import { type HostKeyEvent, Inventory, KnownHosts, SshPool } from "../remote/mod.ts";
 import { join } from "node:path";
 import { AuditLog, verifyAudit } from "../audit/mod.ts";
@@ -302,6 +303,11 @@ export class Daemon {
         policy: port,
         whoIs: (agent) => directory.principalOf(agent),
         version: options.version,
+        // Adapter runs journal their phases beside the state database (hidden from sessions).
+        adapters: {
+          dbPath: join(paths.stateDir, "adapters.db"),
+          adapters: configuredAdapters(config.adapters),
+        },
         approvalQuotas: {
           perOwner: config.security.quotas.pending_per_owner,
           total: config.security.quotas.pending_total,
@@ -339,6 +345,10 @@ export class Daemon {
       serverCredential = (server, entry) => control.vault!.serverCredential(server, entry);
       // The config's plugins start in the background (a slow one only shows in its status).
       void control.plugins.configure(config.plugins);
+      // Adapter runs a crash interrupted are finished now (this daemon holds the lock).
+      void control.adapters?.resume().catch((err) =>
+        log.error("adapter runs could not be resumed", { error: err })
+      );
       // Approvals waiting, input needed, failures and stop-all, to a person's desktop or
       // Telegram: from the bus, redacted, never blocking the daemon (docs/NOTIFICATIONS.md).
       const notifier = createNotifier(config.notifications, {
@@ -394,6 +404,9 @@ export class Daemon {
           job: (a, id) => agents.job(a, id),
           listJobs: (a, req) => agents.listJobs(a, req),
           pendingApprovals: () => control.pendingApprovals(),
+          ...(control.adapters
+            ? { adapterRun: (a: string, id: string) => control.adapters!.get(a, id) }
+            : {}),
         },
         store,
         audit: recorder,

@@ -132,7 +132,7 @@ export function refusalAuditor(
 }
 
 /** Config sections a reload applies; a change anywhere else needs a restart (and is named). */
-const RELOADED = new Set(["policies", "default_policy", "agents", "security"]);
+const RELOADED = new Set(["policies", "default_policy", "agents", "security", "plugins"]);
 const SECURITY_RELOADED = new Set([
   "identity_mode",
   "agent_jwt",
@@ -159,7 +159,7 @@ export interface ReloadResult {
 }
 
 /**
- * Re-reads the config file and applies its policies, agents and identity settings: all or
+ * Re-reads the config file and applies its policies, agents, identity settings and plugins: all or
  * nothing (a bad file changes nothing and the error names it), recorded in the audit log.
  */
 export async function reloadPolicy(t: ReloadTarget): Promise<ReloadResult> {
@@ -216,6 +216,8 @@ export async function reloadPolicy(t: ReloadTarget): Promise<ReloadResult> {
     default_policy: next.default_policy,
     agents: next.agents,
     security,
+    // Plugins follow the file: changed entries restart, removed ones stop, new ones start.
+    plugins: next.plugins,
   };
   t.apply(merged, verifiers);
   return {

@@ -41,4 +41,11 @@ export const TOOL_EXAMPLES: Readonly<Record<string, Record<string, unknown>>> = 
   file_write: { path: "notes/todo.md", content: "- fix the flaky test\n" },
   snapshot_create: { path: ".", label: "before refactor" },
   snapshot_list: { path: "/home/me/project" },
+  adapter_run: {
+    adapter: "file.patch",
+    input: { patch: "--- a/app.conf\n+++ b/app.conf\n@@ -1 +1 @@\n-debug=1\n+debug=0\n" },
+  },
+  adapter_status: { run_id: "run_4kz8q2m1x9ab" },
+  adapter_list: { limit: 20 },
+  adapter_undo: { run_id: "run_4kz8q2m1x9ab" },
 };

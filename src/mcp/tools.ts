@@ -39,6 +39,7 @@ import {
 import { MISSION_TOOLS } from "./mission_tools.ts";
 import { REMOTE_TOOLS } from "./remote_tools.ts";
 import { SNAPSHOT_TOOLS } from "./snapshot_tools.ts";
+import { ADAPTER_TOOLS } from "./adapter_tools.ts";
 import { TOOL_EXAMPLES } from "./examples.ts";
 
 export interface ToolContext {
@@ -316,6 +317,7 @@ export const TOOLS: readonly ToolDef[] = withExamples([
   ...MISSION_TOOLS,
   ...REMOTE_TOOLS,
   ...SNAPSHOT_TOOLS,
+  ...ADAPTER_TOOLS,
 ]);
 
 function capabilities(c: ToolContext): z.output<typeof Capabilities> {

@@ -5,16 +5,19 @@
  * checks throw and never write: the service audits and stores what passes.
  */
 import type { Job } from "../control/mod.ts";
-import type { ExecListInput, JobList } from "../wire/mod.ts";
+import { createHash } from "node:crypto";
+import type { AdapterRunView, ExecListInput, JobList } from "../wire/mod.ts";
 import { isActiveStatus } from "../wire/mod.ts";
 import { type Clock, invalidArgument, TermadaError } from "../shared/mod.ts";
 import type { MissionRow, StepRow, Store } from "../store/mod.ts";
-import { iso, type JobEvidence, stepId } from "./view.ts";
+import { type AdapterEvidence, iso, type JobEvidence, stepId } from "./view.ts";
 
 /** What the checks need of the runtime (a part of the service's MissionRuntime). */
 export interface EvidenceRuntime {
   job(agent: string, jobId: string): Job;
   listJobs(agent: string, req: ExecListInput): JobList;
+  /** One of the agent's adapter runs (NOT_FOUND otherwise); absent: no adapters here. */
+  adapterRun?(agent: string, runId: string): AdapterRunView;
 }
 
 export interface EvidenceChecksOptions {
@@ -116,6 +119,45 @@ export class EvidenceChecks {
       };
     }
     return ev;
+  }
+
+  /**
+   * The runtime's check of an adapter run offered as evidence. With `mustPass` the run must be
+   * `verified` (its effect observed after it was executed); it must have been made for this
+   * mission (started after the mission was created, by its owner).
+   */
+  adapterSnapshot(m: MissionRow, runId: string, options: { mustPass: boolean }): AdapterEvidence {
+    if (!this.#runtime.adapterRun) {
+      throw new TermadaError("NOT_SUPPORTED", "This server runs no adapters");
+    }
+    const run = this.#runtime.adapterRun(m.owner, runId);
+    if (Date.parse(run.created_at) < m.created_at) {
+      throw invalidArgument(
+        `Adapter run ${runId} was made before mission ${m.id}: a step passes only on work done for it`,
+        "Run the adapter again for this mission and pass that run",
+      );
+    }
+    if (options.mustPass && run.phase !== "verified") {
+      throw invalidArgument(
+        `Adapter run ${runId} is ${run.phase}: a step passes only on a verified run`,
+        run.phase === "outcome_unknown"
+          ? "An operator must settle what happened; mark the step failed or run it again"
+          : "Mark the step failed with this run, or fix the problem and run it again",
+      );
+    }
+    const receipt = run.receipt === undefined ? null : JSON.stringify(run.receipt);
+    return {
+      kind: "adapter",
+      run_id: run.run_id,
+      adapter: run.adapter,
+      phase: run.phase,
+      resource: run.resource,
+      summary: run.summary,
+      receipt_sha256: receipt === null ? null : createHash("sha256").update(receipt).digest("hex"),
+      created_at: run.created_at,
+      updated_at: run.updated_at,
+      checked_at: iso(this.#clock.now()),
+    };
   }
 
   /**

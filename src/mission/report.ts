@@ -7,6 +7,8 @@ import { argvToScript } from "../shell/mod.ts";
 import type { MissionRecordRow, MissionRow, MissionSessionRow, StepRow } from "../store/mod.ts";
 import type { Evidence } from "../wire/mod.ts";
 import {
+  type AdapterEvidence,
+  isAdapterEvidence,
   iso,
   type JobEvidence,
   progressOf,
@@ -95,7 +97,18 @@ function quote(s: string): string {
   return s.split(/\r?\n/).map((l) => `> ${l.replace(/</g, "\\<")}`).join("\n");
 }
 
-function evidenceLines(e: JobEvidence): string[] {
+function evidenceLines(e: JobEvidence | AdapterEvidence): string[] {
+  if (isAdapterEvidence(e)) {
+    return [
+      `  - adapter run ${code(e.run_id)} (${code(e.adapter)}) on ${code(e.resource)}: ${
+        cell(e.summary)
+      }`,
+      `  - ${e.phase}${e.phase === "verified" ? " (its effect observed by the runtime)" : ""}, ` +
+      `receipt sha256 ${
+        e.receipt_sha256 ? code(e.receipt_sha256) : "none"
+      } (${e.created_at} → ${e.updated_at})`,
+    ];
+  }
   const lines = [
     `  - job ${code(e.job_id)} in session ${code(e.session_id)}: ${code(argvToScript(e.command))}`,
     `  - ${e.status}${e.exit_code === undefined ? "" : `, exit code ${e.exit_code}`}${
@@ -158,7 +171,7 @@ export function renderMarkdown(ev: Evidence): string {
   out.push("## Outcome", "");
   out.push(
     `- Status: **${ev.outcome.status}**`,
-    `- Verified by runtime: ${r.verified_steps} of ${r.progress.total} steps (a job in a mission session that exited 0, its exit status reported by the kernel to the daemon)`,
+    `- Verified by runtime: ${r.verified_steps} of ${r.progress.total} steps (a job in a mission session that exited 0, its exit status reported by the kernel to the daemon, or an adapter run whose effect the runtime observed)`,
     `- Claimed only (skipped or unverified): ${r.claimed_only_steps}`,
     `- Steps: ${r.progress.passed} passed, ${r.progress.failed} failed, ${r.progress.skipped} skipped, ${r.progress.running} running, ${r.progress.pending} pending`,
   );

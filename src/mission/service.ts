@@ -9,6 +9,7 @@ import { createHash } from "node:crypto";
 import type { Job } from "../control/mod.ts";
 import type { Actor, Recorder } from "../control/mod.ts";
 import type {
+  AdapterRunView,
   ExecListInput,
   JobList,
   MissionCancelInput,
@@ -43,6 +44,8 @@ import { EvidenceChecks, missionSessionIds } from "./evidence.ts";
 import { MissionProjector } from "./projector.ts";
 import { buildEvidence, renderMarkdown } from "./report.ts";
 import {
+  type AdapterEvidence,
+  isAdapterEvidence,
   type JobEvidence,
   missionSummary,
   type MissionView,
@@ -62,6 +65,8 @@ export interface MissionRuntime {
   job(agent: string, jobId: string): Job;
   listJobs(agent: string, req: ExecListInput): JobList;
   pendingApprovals(): PendingApproval[];
+  /** One of the agent's adapter runs (a step's proof); absent: no adapters on this daemon. */
+  adapterRun?(agent: string, runId: string): AdapterRunView;
 }
 
 export interface MissionServiceOptions {
@@ -350,7 +355,8 @@ export class MissionService {
         "Create a new mission for more work",
       );
     }
-    const hasStepChange = req.step_status !== undefined || req.job_id !== undefined;
+    const hasStepChange = req.step_status !== undefined || req.job_id !== undefined ||
+      req.adapter_run_id !== undefined;
     if (
       !hasStepChange && req.note === undefined && req.status === undefined &&
       req.summary === undefined
@@ -360,10 +366,18 @@ export class MissionService {
       );
     }
     if (hasStepChange && req.step_id === undefined) {
-      throw invalidArgument("step_status and job_id need a step_id (s1, s2, …)");
+      throw invalidArgument("step_status, job_id and adapter_run_id need a step_id (s1, s2, …)");
     }
-    if (req.job_id !== undefined && req.step_status === undefined) {
-      throw invalidArgument("job_id needs a step_status (passed, failed or running)");
+    if (req.job_id !== undefined && req.adapter_run_id !== undefined) {
+      throw invalidArgument("A step is proven by a job_id or an adapter_run_id, not both");
+    }
+    const proof = req.job_id ?? req.adapter_run_id;
+    if (proof !== undefined && req.step_status === undefined) {
+      throw invalidArgument(
+        `${
+          req.job_id ? "job_id" : "adapter_run_id"
+        } needs a step_status (passed, failed or running)`,
+      );
     }
     this.#assertIdle(m.id);
     const steps = this.#store.missions.steps(m.id);
@@ -375,19 +389,22 @@ export class MissionService {
       );
     }
     // Step change, checked against the runtime before anything is written.
-    let evidence: JobEvidence | null | undefined;
+    let evidence: JobEvidence | AdapterEvidence | null | undefined;
     if (step && req.step_status !== undefined) {
       const s = req.step_status;
-      if (s === "passed" && req.job_id === undefined) {
+      if (s === "passed" && proof === undefined) {
         throw invalidArgument(
-          `Step ${req.step_id} can only pass with the job_id of the job that proves it`,
+          `Step ${req.step_id} can only pass with the job_id of the job that proves it (or the ` +
+            "adapter_run_id of a verified adapter run)",
           "Run the step's check in the mission's session, then pass its job_id",
         );
       }
-      if ((s === "skipped" || s === "pending") && req.job_id !== undefined) {
-        throw invalidArgument(`A ${s} step takes no job_id`);
+      if ((s === "skipped" || s === "pending") && proof !== undefined) {
+        throw invalidArgument(`A ${s} step takes no job_id or adapter_run_id`);
       }
-      evidence = req.job_id === undefined
+      evidence = req.adapter_run_id !== undefined
+        ? this.#checks.adapterSnapshot(m, req.adapter_run_id, { mustPass: s === "passed" })
+        : req.job_id === undefined
         ? (s === "pending" ? null : undefined)
         : this.#checks.snapshot(m, req.job_id, { mustPass: s === "passed" });
     }
@@ -403,7 +420,14 @@ export class MissionService {
     if (req.step_id !== undefined) data.step_id = req.step_id;
     if (req.step_status !== undefined) data.step_status = req.step_status;
     if (req.job_id !== undefined) data.job_id = req.job_id;
-    if (evidence) {
+    if (req.adapter_run_id !== undefined) data.adapter_run_id = req.adapter_run_id;
+    if (evidence && isAdapterEvidence(evidence)) {
+      data.evidence = {
+        adapter: evidence.adapter,
+        phase: evidence.phase,
+        receipt_sha256: evidence.receipt_sha256,
+      };
+    } else if (evidence) {
       data.evidence = {
         status: evidence.status,
         exit_code: evidence.exit_code,
@@ -418,7 +442,7 @@ export class MissionService {
       this.#store.missions.updateStep(m.id, step.idx, {
         ...(req.step_status === undefined ? {} : { status: req.step_status }),
         ...(req.step_status === undefined ? {} : {
-          job_id: evidence ? evidence.job_id : null,
+          job_id: evidence && !isAdapterEvidence(evidence) ? evidence.job_id : null,
           evidence: evidence ? { ...evidence } : null,
         }),
         ...(req.note === undefined ? {} : { note: req.note }),

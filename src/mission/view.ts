@@ -4,6 +4,7 @@
  */
 import type { MissionRecordRow, MissionRow, MissionSessionRow, StepRow } from "../store/mod.ts";
 import type {
+  AdapterEvidence,
   JobEvidence,
   MissionSummary,
   MissionView,
@@ -15,6 +16,7 @@ import type {
 } from "../wire/mod.ts";
 
 export type {
+  AdapterEvidence,
   ApprovalEvidence,
   JobEvidence,
   MissionSummary,
@@ -31,19 +33,31 @@ export function stepId(idx: number): string {
   return `s${idx}`;
 }
 
+/** An adapter run's evidence (a job's has no `kind`). */
+export function isAdapterEvidence(e: JobEvidence | AdapterEvidence): e is AdapterEvidence {
+  return (e as { kind?: string }).kind === "adapter";
+}
+
+/** Evidence the runtime itself observed: the kernel's exit status, or a verified adapter run. */
+function verifiedEvidence(e: Record<string, unknown>): boolean {
+  return e.kind === "adapter" ? e.phase === "verified" : e.exit_source === "kernel";
+}
+
 export function stepView(s: StepRow): StepView {
   const v: StepView = {
     step_id: stepId(s.idx),
     index: s.idx,
     text: s.text,
     status: s.status,
-    verified: s.status === "passed" && s.evidence !== null &&
-      (s.evidence as { exit_source?: string }).exit_source === "kernel",
+    verified: s.status === "passed" && s.evidence !== null && verifiedEvidence(s.evidence),
     updated_at: iso(s.updated_at),
   };
   if (s.job_id !== null) v.job_id = s.job_id;
   if (s.note !== null) v.note = s.note;
-  if (s.evidence !== null) v.evidence = s.evidence as unknown as JobEvidence;
+  if (s.evidence !== null) {
+    v.evidence = s.evidence as unknown as JobEvidence | AdapterEvidence;
+    if (isAdapterEvidence(v.evidence)) v.adapter_run_id = v.evidence.run_id;
+  }
   return v;
 }
 

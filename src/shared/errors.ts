@@ -20,6 +20,10 @@ export const ERROR_CODES = [
   "PLUGIN_TIMEOUT",
   /** A plugin's answer broke its own declared output schema or a bound. */
   "PLUGIN_BAD_RESULT",
+  /** What a change expected is not what is there (a patch's context, a file changed since). */
+  "CONFLICT",
+  /** An adapter's remote service answered with an error status (details: none; see message). */
+  "UPSTREAM_FAILED",
   "INTERNAL",
 ] as const;
 

@@ -7,7 +7,13 @@
  * admitted at a restart as `outcome_unknown` is `Store.recover`'s job (it spans tables).
  */
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { type Clock, invalidArgument, newId } from "../shared/mod.ts";
+import {
+  ACTION_KINDS,
+  type ActionKind,
+  type Clock,
+  invalidArgument,
+  newId,
+} from "../shared/mod.ts";
 import {
   checkId,
   checkJson,
@@ -86,18 +92,8 @@ export const GOVERNANCE_MIGRATION = `
     CHECK (requirements IS NULL OR json_valid(requirements));
 `;
 
-/** What an action does; its admission row says which. */
-export const ACTION_KINDS = [
-  "exec",
-  "input",
-  "session",
-  "fleet",
-  "forward",
-  "file.read",
-  "file.write",
-  "plugin",
-] as const;
-export type ActionKind = typeof ACTION_KINDS[number];
+/** What an action does; its admission row says which (the one list: src/shared/actions.ts). */
+export { ACTION_KINDS, type ActionKind };
 
 /**
  * An action's life: `admitted` until its outcome (`succeeded`, `failed`), or `released` when it

@@ -61,6 +61,8 @@ export const MissionUpdateInput = z.strictObject({
   step_id: StepId.optional(),
   step_status: z.enum(STEP_STATUSES).optional(),
   job_id: Id.optional(),
+  /** A verified adapter run proves a step too (adapter_run): its effect was observed. */
+  adapter_run_id: Id.optional(),
   note: Text(MISSION_LIMITS.note).optional(),
   status: z.enum(["succeeded", "failed", "cancelled"]).optional(),
   summary: Text(MISSION_LIMITS.summary).optional(),
@@ -118,19 +120,38 @@ export const JobEvidence = z.object({
 });
 export type JobEvidence = z.infer<typeof JobEvidence>;
 
+/** What the runtime observed of the adapter run that proves a step (snapshotted when checked). */
+export const AdapterEvidence = z.object({
+  kind: z.literal("adapter"),
+  run_id: z.string(),
+  adapter: z.string(),
+  /** The run's phase when the step was marked; only `verified` passes a step. */
+  phase: z.string(),
+  resource: z.string(),
+  summary: z.string(),
+  /** SHA-256 of the run's receipt as JSON (the receipt itself stays with the run). */
+  receipt_sha256: z.string().nullable(),
+  created_at: Iso,
+  updated_at: Iso,
+  checked_at: Iso,
+});
+export type AdapterEvidence = z.infer<typeof AdapterEvidence>;
+
 export const StepView = z.object({
   step_id: z.string(),
   index: z.number().int(),
   text: z.string(),
   status: z.enum(STEP_STATUSES),
   job_id: z.string().optional(),
+  adapter_run_id: z.string().optional(),
   /**
    * True only for a passed step whose job the runtime checked (exited 0 in a mission session)
-   * with an exit status the kernel reported to the daemon (`evidence.exit_source: "kernel"`).
+   * with an exit status the kernel reported to the daemon (`evidence.exit_source: "kernel"`), or
+   * whose adapter run the runtime verified (phase `verified`: its effect was observed).
    */
   verified: z.boolean(),
   note: z.string().optional(),
-  evidence: JobEvidence.optional(),
+  evidence: z.union([JobEvidence, AdapterEvidence]).optional(),
   updated_at: Iso,
 });
 export type StepView = z.infer<typeof StepView>;

@@ -80,6 +80,7 @@ export {
   ShellName,
 } from "./sessions.ts";
 export {
+  AdapterEvidence,
   ApprovalEvidence,
   Evidence,
   JobEvidence,
@@ -169,6 +170,17 @@ export {
   SnapshotRestoreResult,
   SnapshotView,
 } from "./snapshots.ts";
+export {
+  ADAPTER_RUN_PHASES,
+  ADAPTER_WIRE_LIMITS,
+  AdapterListInput,
+  AdapterRunId,
+  AdapterRunInput,
+  AdapterRunList,
+  type AdapterRunPhase,
+  AdapterRunRef,
+  AdapterRunView,
+} from "./adapters.ts";
 export {
   ASCIICAST_MEDIA_TYPE,
   RECORDING_HEADERS,

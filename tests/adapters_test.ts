@@ -231,7 +231,6 @@ Deno.test("adapters: a daemon killed between execute and verify; the next one fi
   await using srv = tickets();
   const home = await homeWithConfig(config(root, srv.url));
   try {
-    let runId: string | undefined;
     {
       await using d = await startDaemon(home);
       await using c = await stdioClient(home, ["--agent", "dev"]);
@@ -248,7 +247,7 @@ Deno.test("adapters: a daemon killed between execute and verify; the next one fi
       srv.hold = undefined;
       await pending;
     }
-    await using d2 = await startDaemon(home);
+    await using _d2 = await startDaemon(home);
     await using c2 = await stdioClient(home, ["--agent", "dev"]);
     const listed = await pollUntil(
       async () => {
@@ -259,7 +258,7 @@ Deno.test("adapters: a daemon killed between execute and verify; the next one fi
       "the run resumed and verified",
       20_000,
     );
-    runId = listed[0]!.run_id as string;
+    const runId = listed[0]!.run_id as string;
     assert.equal(srv.created(), 1, "exactly one ticket");
     const s = await call(c2, "adapter_status", { run_id: runId });
     assert.equal(s.verified, true, JSON.stringify(s));

@@ -247,7 +247,7 @@ Deno.test("adapters: a daemon killed between execute and verify; the next one fi
       srv.hold = undefined;
       await pending;
     }
-    await using _d2 = await startDaemon(home);
+    await using d2 = await startDaemon(home);
     await using c2 = await stdioClient(home, ["--agent", "dev"]);
     const listed = await pollUntil(
       async () => {
@@ -262,6 +262,13 @@ Deno.test("adapters: a daemon killed between execute and verify; the next one fi
     assert.equal(srv.created(), 1, "exactly one ticket");
     const s = await call(c2, "adapter_status", { run_id: runId });
     assert.equal(s.verified, true, JSON.stringify(s));
+    // Operators see every agent's runs.
+    const all = await (await operatorFetch(d2)("/adapters")).json() as {
+      runs: { run_id: string; phase: string }[];
+      agents: string[];
+    };
+    assert.deepEqual(all.runs.map((r) => [r.run_id, r.phase]), [[runId, "verified"]]);
+    assert.deepEqual(all.agents, ["dev"]);
   } finally {
     await Deno.remove(home, { recursive: true });
     await Deno.remove(root, { recursive: true });

@@ -96,6 +96,7 @@ export function createApp(options: AppOptions): TermadaApp {
         ...options.operator,
         operators: control.operators,
         plugins: control.plugins,
+        ...(control.adapters ? { adapters: control.adapters } : {}),
         ...(options.missions ? { missions: options.missions } : {}),
         operatorToken: options.operatorToken,
         operatorAuth: options.operatorAuth,

@@ -5,7 +5,7 @@
  * on TCP alike; agent credentials never reach these routes. Handlers throw; the app maps errors.
  */
 import { Hono } from "hono";
-import type { OperatorOps, PluginOps } from "../control/mod.ts";
+import type { AdapterOps, OperatorOps, PluginOps } from "../control/mod.ts";
 import type { MissionService } from "../mission/mod.ts";
 import { type EventBus, TermadaError } from "../shared/mod.ts";
 import {
@@ -61,6 +61,8 @@ export interface OperatorOptions {
   operators: OperatorOps;
   /** The config's plugins (their state; docs/PLUGINS.md). */
   plugins?: PluginOps;
+  /** Adapter runs of every agent (docs/PLUGINS.md "Adapters"). */
+  adapters?: AdapterOps;
   operatorToken: string;
   operatorAuth?: Omit<OperatorCredentials, "token">;
   version: string;
@@ -178,6 +180,11 @@ export function operatorRoutes(options: OperatorOptions): Hono<AppEnv> {
 
   // ── plugins (src/control/plugins.ts; docs/PLUGINS.md): state, restarts, tools ──
   api.get("/plugins", (c) => c.json({ plugins: options.plugins?.list() ?? [] }));
+  // ── adapter runs (src/control/adapters.ts): every agent's, oldest first ──
+  api.get("/adapters", (c) => {
+    const q = query(c, JobsQuery);
+    return c.json(options.adapters?.listAll(q.limit ?? 100) ?? { runs: [], adapters: [] });
+  });
   api.post("/servers", async (c) => {
     const b = await body(c, ServerAddInput);
     return c.json(await ops.addServer(operatorOf(c), b) satisfies OperatorServerList, 201);

@@ -18,6 +18,7 @@ import {
   type AdmissionRequest,
   type AnyAdapter,
   type FilePatchPlan,
+  RUNNER_LIMITS,
 } from "../adapters/mod.ts";
 import type { ResourceSubject } from "../policy/mod.ts";
 import { logger, TermadaError, toTermadaError } from "../shared/mod.ts";
@@ -138,6 +139,16 @@ export class AdapterOps {
     return {
       runs: this.#runner.list({ agent: owner, limit: req.limit ?? 50 }).map(view),
       adapters: this.adapters(),
+    };
+  }
+
+  /** Every agent's runs, oldest first (operators: GET /api/adapters). */
+  listAll(limit = 100): AdapterRunList & { agents: string[] } {
+    const runs = this.#runner.list({ limit: Math.min(limit, RUNNER_LIMITS.listMax) });
+    return {
+      runs: runs.map(view),
+      adapters: this.adapters(),
+      agents: runs.map((r) => r.agent),
     };
   }
 

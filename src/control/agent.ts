@@ -158,6 +158,11 @@ export class AgentOps {
     throw new TermadaError("NOT_SUPPORTED", "This server keeps no snapshots");
   }
 
+  /** The adapters this daemon offers (capabilities). */
+  get adapterNames(): string[] {
+    return this.#adapters?.adapters() ?? [];
+  }
+
   /** The adapter tools; NOT_SUPPORTED when this daemon has no adapter journal. */
   adapters(): AdapterOps {
     if (this.#adapters) return this.#adapters;

@@ -20,6 +20,7 @@ export {
 export { Presence } from "./presence.ts";
 export { RemoteOps, type RemoteSetup } from "./remote.ts";
 export { FileOps } from "./files.ts";
+export { AdapterOps } from "./adapters.ts";
 export {
   MAX_PLUGIN_ARGS_BYTES,
   PLUGIN_ARGS_SUMMARY_CHARS,

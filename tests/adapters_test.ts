@@ -83,7 +83,7 @@ function tickets(): Tickets {
   return t;
 }
 
-function config(root: string, url: string): string {
+function config(root: string, url: string, extra = ""): string {
   return `adapters:
   file_patch:
     roots: [${JSON.stringify(root)}]
@@ -95,11 +95,12 @@ function config(root: string, url: string): string {
       reconcile: {path: "/tickets/by-key/{key}"}
       compensate: {method: DELETE, path: "/tickets/{id}"}
       timeout_ms: 20000
+      cost: 2
 policies:
   default:
     adapters:
-      deny: ["file.patch:${root}/locked/**"]
-`;
+      deny: ["file.patch:${root}/locked/**", "http.request:DELETE **"]
+${extra}`;
 }
 
 const patch = (file: string, from: string, to: string) =>
@@ -166,8 +167,33 @@ Deno.test("adapters: file.patch and http.request through the gateway, proven, un
         assert.equal(code(stale), "CONFLICT", JSON.stringify(stale));
         const audit = await auditText(d);
         assert.match(audit, /action\.denied[^\n]*"adapter"|"adapter"[^\n]*action\.denied/);
+        const del = await call(c, "adapter_run", {
+          adapter: "http.request",
+          input: { target: "tickets", method: "DELETE", path: "/tickets/t1" },
+        });
+        assert.equal(code(del), "DENIED_BY_POLICY", JSON.stringify(del));
       },
     );
+
+    await t.step("a patch of two files is decided file by file", async () => {
+      await Deno.writeTextFile(`${root}/b.conf`, "x=1\n");
+      const two = patch("app.conf", "debug=1", "debug=2") + patch("b.conf", "x=1", "x=2");
+      const r = await call(c, "adapter_run", {
+        adapter: "file.patch",
+        input: { patch: two, root },
+      });
+      assert.equal(r.phase, "verified", JSON.stringify(r));
+      const mixed = patch("app.conf", "debug=2", "debug=3") +
+        patch("locked/prod.conf", "debug=1", "debug=3");
+      const refused = await call(c, "adapter_run", {
+        adapter: "file.patch",
+        input: { patch: mixed, root },
+      });
+      assert.equal(code(refused), "DENIED_BY_POLICY", JSON.stringify(refused));
+      assert.equal(await Deno.readTextFile(`${root}/app.conf`), "debug=2\n", "nothing written");
+      await call(c, "adapter_undo", { run_id: r.run_id });
+      assert.equal(await Deno.readTextFile(`${root}/app.conf`), "debug=1\n");
+    });
 
     let httpRun = "";
     await t.step(
@@ -269,6 +295,37 @@ Deno.test("adapters: a daemon killed between execute and verify; the next one fi
     };
     assert.deepEqual(all.runs.map((r) => [r.run_id, r.phase]), [[runId, "verified"]]);
     assert.deepEqual(all.agents, ["dev"]);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("adapters: a target's cost is the run's estimate, and a cost budget refuses what would exceed it", async () => {
+  const root = await Deno.makeTempDir({ prefix: "termada-adapt-root-" });
+  await using srv = tickets();
+  const budget = `    budgets:
+      - name: spend
+        scope: principal
+        metric: cost
+        limit: 5
+        window: 1h
+        kinds: [adapter]
+`;
+  const home = await homeWithConfig(config(root, srv.url, budget));
+  try {
+    await using _d = await startDaemon(home);
+    await using c = await stdioClient(home, ["--agent", "dev"]);
+    const post = () =>
+      call(c, "adapter_run", {
+        adapter: "http.request",
+        input: { target: "tickets", method: "POST", path: "/tickets", body: { title: "x" } },
+      });
+    assert.equal((await post()).phase, "verified");
+    assert.equal((await post()).phase, "verified");
+    const third = await post();
+    assert.equal(code(third), "BUDGET_EXCEEDED", JSON.stringify(third));
+    assert.equal(srv.created(), 2, "the refused run sent nothing");
   } finally {
     await Deno.remove(home, { recursive: true });
     await Deno.remove(root, { recursive: true });

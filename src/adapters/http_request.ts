@@ -308,7 +308,9 @@ export function httpRequestAdapter(
           body,
           verify_path: input.verify_path === undefined ? null : onOrigin(input.verify_path),
         },
-        resource: `${origin}${path.split("?")[0]}`,
+        // `METHOD URL` (no query): a policy can tell a DELETE from a POST
+        // (`http.request:DELETE **`).
+        resource: `${input.method} ${origin}${path.split("?")[0]}`,
         summary: `${input.method} ${path} (${size})`,
         risk: input.method === "DELETE" ? "high" : "medium",
         reversible: options.compensate !== undefined,

@@ -104,7 +104,7 @@ Deno.test("http.request refuses to leave its origin", async (t) => {
   await t.step("dot segments stay on the origin", async () => {
     const p = await adapter.prepare({ method: "POST", path: "/a/../../tickets?x=1" }, ctx);
     assert.equal(p.plan.path, "/tickets?x=1");
-    assert.equal(p.resource, `${server.url}/tickets`);
+    assert.equal(p.resource, `POST ${server.url}/tickets`);
   });
   await t.step("a base URL with a path is a configuration error", () => {
     assert.throws(() => httpRequestAdapter({ baseUrl: `${server.url}/api` }), TypeError);

@@ -2,7 +2,7 @@
  * `http.request` over the operator's named endpoints: one adapter whose input names its
  * `target` (a configured base URL with its own headers, verify, reconcile and compensate
  * options), dispatching each phase to that target's own {@link httpRequestAdapter}. The plan
- * keeps the target's name, so a run resumed after a restart goes to the same origin — and fails
+ * keeps the target's name (and a target's `cost` is the run's estimate), so a run resumed after a restart goes to the same origin — and fails
  * closed (UNKNOWN_ADAPTER) when the config no longer has it.
  */
 import { z } from "zod";
@@ -31,7 +31,7 @@ type One = Adapter<HttpRequestInput, HttpRequestPlan, HttpRequestReceipt>;
 
 /** The `http.request` adapter over `targets` (name → options); throws TypeError on bad options. */
 export function httpTargetsAdapter(
-  targets: Readonly<Record<string, HttpRequestOptions>>,
+  targets: Readonly<Record<string, HttpRequestOptions & { cost?: number }>>,
 ): Adapter<HttpTargetsInput, HttpTargetsPlan, HttpRequestReceipt> {
   const names = Object.keys(targets);
   if (names.length > MAX_HTTP_TARGETS) {
@@ -59,7 +59,14 @@ export function httpTargetsAdapter(
     async prepare(input, ctx): Promise<Prepared<HttpTargetsPlan>> {
       const { target, ...request } = input;
       const p = await of(target).prepare(request, ctx);
-      return { ...p, plan: { target, request: p.plan }, summary: `${target}: ${p.summary}` };
+      const cost = targets[target]?.cost;
+      return {
+        ...p,
+        plan: { target, request: p.plan },
+        summary: `${target}: ${p.summary}`,
+        // The operator's price of one request, for `cost` budgets.
+        ...(cost !== undefined ? { cost } : {}),
+      };
     },
     execute: (plan, ctx) => of(plan.target).execute(plan.request, ctx),
     verify: (plan, receipt, ctx) => of(plan.target).verify(plan.request, receipt, ctx),

@@ -162,7 +162,14 @@ export class AdapterRunner {
     return row === undefined ? undefined : view(row);
   }
 
-  list(options: { agent?: string; phases?: AdapterRunPhase[]; limit?: number } = {}): AdapterRun[] {
+  /** A run's plan (what the gateway decides an undo on), or undefined. */
+  plan(runId: string): JsonValue | undefined {
+    return this.#store.get(runId)?.plan;
+  }
+
+  list(
+    options: { agent?: string; phases?: AdapterRunPhase[]; limit?: number; newest?: boolean } = {},
+  ): AdapterRun[] {
     return this.#store.list(options).map(view);
   }
 

@@ -83,6 +83,8 @@ export interface ListRunsOptions {
   phases?: readonly AdapterRunPhase[];
   /** 1 to ADAPTER_STORE_LIMITS.listMax (default listDefault). Oldest first. */
   limit?: number;
+  /** The newest `limit` runs instead (still returned oldest first). */
+  newest?: boolean;
 }
 
 /**
@@ -330,12 +332,14 @@ export class AdapterRunStore {
       params.push(...options.phases.map(checkPhase));
     }
     params.push(limit);
+    const order = options.newest ? "DESC" : "ASC";
     try {
       const rows = this.#db.prepare(
         `SELECT * FROM adapter_runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
-         ORDER BY created_at, id LIMIT ?`,
+         ORDER BY created_at ${order}, id ${order} LIMIT ?`,
       ).all(...params) as Row[];
-      return rows.map(toRow);
+      const out = rows.map(toRow);
+      return options.newest ? out.reverse() : out;
     } catch (err) {
       throw storeError("list adapter runs", err);
     }

@@ -42,6 +42,9 @@ Usage:
   termada servers [list] | add NAME --host H --user U [--port P] [--tag T]...
   termada servers rm NAME | forget NAME | forwards
       The server inventory (config file and live), host keys, and every open port forward.
+  termada plugins [--json] | adapters [--limit N] [--json]
+      The config's MCP plugins (state, restarts, tools); the adapters offered and every
+      agent's adapter runs (phase, summary, error).
   termada vault init [--identity FILE] | set NAME [--kind K] | [list] | rm NAME | reset --yes
   termada unlock [--identity FILE | --passphrase-file FILE] | termada lock
       The age-encrypted vault (<state>/vault.age): values agents use by reference and never
@@ -75,6 +78,7 @@ const OUT: OperatorContext = { out: (t) => write(Deno.stdout, t) };
 // must not pay for the daemon's.
 const operator = () => import("./operator.ts");
 const ops = () => import("./ops.ts");
+const extensions = () => import("./extensions.ts");
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   run: async (a) => (await import("./run.ts")).runCommand(a),
   status: async (a) => (await ops()).statusCommand(a, OUT),
@@ -94,6 +98,8 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   reconcile: async (a) => (await operator()).reconcileCommand(a, OUT),
   policy: async (a) => (await operator()).policyCommand(a, OUT),
   servers: async (a) => (await import("./servers.ts")).serversCommand(a, OUT),
+  plugins: async (a) => (await extensions()).pluginsCommand(a, OUT),
+  adapters: async (a) => (await extensions()).adaptersCommand(a, OUT),
   vault: async (a) => (await import("./vault.ts")).vaultCommand(a, OUT),
   unlock: async (a) => (await import("./vault.ts")).unlockCommand(a, OUT),
   lock: async (a) => (await import("./vault.ts")).lockCommand(a, OUT),

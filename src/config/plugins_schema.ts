@@ -61,6 +61,8 @@ export const HttpTargetConfig = z.strictObject({
   /** How a run is undone; without it the target's runs are not reversible. */
   compensate: z.strictObject({ method: z.enum(["DELETE", "POST"]), path: OptionPath }).optional(),
   timeout_ms: z.int().min(100).max(600_000).default(30_000),
+  /** What one request costs (any unit the operator's `cost` budgets count: cents, credits). */
+  cost: z.number().finite().min(0).max(1e9).optional(),
 });
 export type HttpTargetConfig = z.infer<typeof HttpTargetConfig>;
 

@@ -134,17 +134,20 @@ export class AdapterOps {
     return view(this.#own(owner, runId));
   }
 
-  /** adapter_list: the caller's runs, oldest first. */
+  /** adapter_list: the caller's newest runs (oldest of them first). */
   list(owner: string, req: AdapterListInput = {}): AdapterRunList {
     return {
-      runs: this.#runner.list({ agent: owner, limit: req.limit ?? 50 }).map(view),
+      runs: this.#runner.list({ agent: owner, limit: req.limit ?? 50, newest: true }).map(view),
       adapters: this.adapters(),
     };
   }
 
-  /** Every agent's runs, oldest first (operators: GET /api/adapters). */
+  /** Every agent's newest runs, oldest of them first (operators: GET /api/adapters). */
   listAll(limit = 100): AdapterRunList & { agents: string[] } {
-    const runs = this.#runner.list({ limit: Math.min(limit, RUNNER_LIMITS.listMax) });
+    const runs = this.#runner.list({
+      limit: Math.min(limit, RUNNER_LIMITS.listMax),
+      newest: true,
+    });
     return {
       runs: runs.map(view),
       adapters: this.adapters(),
@@ -163,7 +166,8 @@ export class AdapterOps {
       summary: run.summary,
       risk: run.risk,
       reversible: run.reversible,
-      plan: null,
+      // The same files as the run itself: an undo writes them too.
+      plan: this.#runner.plan(runId) ?? null,
     }, ["undo", run.adapter, run.summary]);
     try {
       const after = await this.#runner.compensate(runId, signal ? { signal } : {});
@@ -220,11 +224,13 @@ export class AdapterOps {
 
   /** The gateway's decision on a run: the adapter's resource, and each file a patch writes. */
   #admit(owner: string, a: AdmissionRequest, summary: string[]): Promise<AdmittedAction> {
-    const subjects: ResourceSubject[] = [
-      { kind: "adapter", adapter: a.adapter, resource: a.resource },
-    ];
+    const subjects: ResourceSubject[] = [];
     let forbidden: string | undefined;
-    if (a.adapter === "file.patch" && a.plan !== null) {
+    if (a.adapter !== "file.patch" || a.plan === null) {
+      subjects.push({ kind: "adapter", adapter: a.adapter, resource: a.resource });
+    } else {
+      // A patch is decided file by file (its resource, the directory holding them all, would
+      // not match `file.patch:/srv/app/**`).
       for (const f of (a.plan as unknown as FilePatchPlan).files) {
         // Each file as the adapter's own resource (`file.patch:<path>` rules) and as a write
         // (`files.write` rules): a patch is what file_write would be, file by file.

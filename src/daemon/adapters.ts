@@ -16,6 +16,7 @@ export function configuredAdapters(config: AdaptersConfig): AnyAdapter[] {
       ...(t.reconcile ? { reconcile: t.reconcile } : {}),
       ...(t.compensate ? { compensate: t.compensate } : {}),
       timeoutMs: t.timeout_ms,
+      ...(t.cost !== undefined ? { cost: t.cost } : {}),
     }]))));
   }
   return out;

@@ -44,7 +44,8 @@ export const ADAPTER_TOOLS: readonly ToolDef[] = [
   tool({
     name: "adapter_list",
     title: "Your adapter runs",
-    description: "Your adapter runs, oldest first, and the adapters this daemon offers.",
+    description:
+      "Your newest adapter runs (oldest of them first) and the adapters this daemon offers.",
     input: AdapterListInput,
     output: AdapterRunList,
     run: (c, a) => c.agents.adapters().list(c.agent, a),

@@ -42,7 +42,7 @@ export type ResourceSubject =
   | { kind: "vault"; target: string; entry: string }
   /** A plugin's tool, by its qualified name (`<plugin>.<tool>`). */
   | { kind: "plugin"; tool: string }
-  /** What an adapter run changes (`file.patch` and a path, `http.request` and `METHOD URL`). */
+  /** What an adapter run changes (`file.patch` and a file's path, `http.request` and `METHOD URL`). */
   | { kind: "adapter"; adapter: string; resource: string };
 
 export interface ResourceDecision {

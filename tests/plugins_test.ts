@@ -196,3 +196,50 @@ Deno.test("plugins: a config entry that breaks the schema is refused with its pa
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("plugins: a confirm rule holds the call for a person; the audit masks a configured secret in its arguments", async () => {
+  const home = await homeWithConfig(`plugins:
+${entry("good", `${FIXTURES}/good.ts`)}
+redaction:
+  patterns: ["PLUG-SECRET-[0-9]+"]
+policies:
+  default:
+    plugins:
+      confirm: ["good.echo"]
+`);
+  try {
+    await using d = await startDaemon(home);
+    await using c = await stdioClient(home, ["--agent", "dev"]);
+    await pollUntil(
+      async () => {
+        const names = ((await c.listTools()).tools as Listed[]).map((x) => x.name);
+        return names.includes("good.echo") || undefined;
+      },
+      "good.echo listed",
+      20_000,
+    );
+    const op = operatorFetch(d);
+    const waiting = c.callTool({ name: "good.echo", arguments: { text: "PLUG-SECRET-4242" } });
+    waiting.catch(() => {/* asserted below; a failed step must not leave it unhandled */});
+    const pending = await pollUntil(async () => {
+      const r = await op("/approvals");
+      const body = await r.json() as { approvals: { approval_id: string; command: string[] }[] };
+      return body.approvals.find((a) => a.command[0] === "good.echo");
+    }, "the call in the approval queue");
+    // The person deciding sees the call as it will be made (as for a command).
+    assert.match(pending.command.join(" "), /PLUG-SECRET-4242/);
+    const ok = await op(`/approvals/${pending.approval_id}/approve`, {
+      method: "POST",
+      body: "{}",
+      headers: { "content-type": "application/json" },
+    });
+    assert.equal(ok.status, 200, await ok.text());
+    const r = await waiting;
+    assert.deepEqual(r.structuredContent, { text: "PLUG-SECRET-4242" });
+    const audit = await (await op("/audit?n=500")).text();
+    assert.match(audit, /good\.echo/);
+    assert.ok(!audit.includes("PLUG-SECRET-4242"), "the secret is in the audit log");
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});

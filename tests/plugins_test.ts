@@ -5,6 +5,7 @@
  * daemon and the other tools keep answering.
  */
 import assert from "node:assert/strict";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { denoDir, pollUntil } from "./_clients.ts";
 import {
@@ -45,6 +46,18 @@ interface Listed {
   _meta?: Record<string, unknown>;
 }
 
+/** The tools list once every name in `names` is in it (plugins start in the background). */
+async function listed(c: Client, names: readonly string[]): Promise<Listed[]> {
+  return await pollUntil(
+    async () => {
+      const l = (await c.listTools()).tools as Listed[];
+      return names.every((n) => l.some((x) => x.name === n)) ? l : undefined;
+    },
+    `${names.join(", ")} listed`,
+    20_000,
+  );
+}
+
 async function auditRecords(d: RunningDaemon): Promise<Record<string, unknown>[]> {
   const r = await operatorFetch(d)("/audit?n=500");
   assert.equal(r.status, 200);
@@ -63,17 +76,7 @@ Deno.test("plugins: tools as <plugin>.<tool>, through the gateway and the audit;
           listChanged++;
         }),
     });
-    const tools = await pollUntil(
-      async () => {
-        const l = (await c.listTools()).tools as Listed[];
-        const names = l.map((x) => x.name);
-        return ["good.echo", "good.add", "crashy.echo", "slow.echo"].every((n) => names.includes(n))
-          ? l
-          : undefined;
-      },
-      "the plugins' tools listed",
-      20_000,
-    );
+    const tools = await listed(c, ["good.echo", "good.add", "crashy.echo", "slow.echo"]);
 
     await t.step("listed as plugin tools, beside Termada's own", () => {
       const echo = tools.find((x) => x.name === "good.echo")!;
@@ -168,14 +171,7 @@ policies:
   try {
     await using _d = await startDaemon(home);
     await using c = await stdioClient(home, ["--agent", "dev"]);
-    await pollUntil(
-      async () => {
-        const names = ((await c.listTools()).tools as Listed[]).map((x) => x.name);
-        return names.includes("good.echo") || undefined;
-      },
-      "good.echo listed",
-      20_000,
-    );
+    await listed(c, ["good.echo"]);
     const r = await call(c, "good.echo", { text: "x" });
     const e = r.error as { code: string; message: string };
     assert.equal(e.code, "DENIED_BY_POLICY", JSON.stringify(r));
@@ -210,14 +206,7 @@ policies:
   try {
     await using d = await startDaemon(home);
     await using c = await stdioClient(home, ["--agent", "dev"]);
-    await pollUntil(
-      async () => {
-        const names = ((await c.listTools()).tools as Listed[]).map((x) => x.name);
-        return names.includes("good.echo") || undefined;
-      },
-      "good.echo listed",
-      20_000,
-    );
+    await listed(c, ["good.echo"]);
     const op = operatorFetch(d);
     const waiting = c.callTool({ name: "good.echo", arguments: { text: "PLUG-SECRET-4242" } });
     waiting.catch(() => {/* asserted below; a failed step must not leave it unhandled */});

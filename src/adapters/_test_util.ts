@@ -4,6 +4,7 @@ import { TermadaError } from "../shared/mod.ts";
 import { AdapterError } from "./sdk.ts";
 import { AdapterRunStore } from "./store.ts";
 import type { Admission } from "./runner.ts";
+import type { HttpRequestOptions } from "./http_request.ts";
 
 export const allow = (): Promise<Admission> => Promise.resolve({ allowed: true });
 
@@ -31,6 +32,18 @@ export const isCode = (code: string): (e: unknown) => boolean => (e: unknown): b
   e instanceof TermadaError && e.code === code;
 
 export const SECRET = "Bearer s3cret-token";
+
+/** http.request options for the ticket server: auth, verify, reconcile and undo by id or key. */
+export function ticketOptions(url: string): HttpRequestOptions {
+  return {
+    baseUrl: url,
+    headers: { Authorization: SECRET },
+    verify: { path: "/tickets/{id}" },
+    reconcile: { path: "/tickets/by-key/{key}" },
+    compensate: { method: "DELETE", path: "/tickets/{id}" },
+    timeoutMs: 5_000,
+  };
+}
 
 export interface TicketServer extends AsyncDisposable {
   url: string;

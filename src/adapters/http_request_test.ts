@@ -1,20 +1,18 @@
 import assert from "node:assert/strict";
-import { httpRequestAdapter, type HttpRequestOptions } from "./http_request.ts";
+import { httpRequestAdapter } from "./http_request.ts";
 import { AdapterRunner } from "./runner.ts";
-import { allow, isCode, isReason, openStore, SECRET, tempDir, ticketServer } from "./_test_util.ts";
+import {
+  allow,
+  isCode,
+  isReason,
+  openStore,
+  SECRET,
+  tempDir,
+  ticketOptions,
+  ticketServer,
+} from "./_test_util.ts";
 
 const ctx = { agent: "a1", signal: new AbortController().signal };
-
-function options(url: string): HttpRequestOptions {
-  return {
-    baseUrl: url,
-    headers: { Authorization: SECRET },
-    verify: { path: "/tickets/{id}" },
-    reconcile: { path: "/tickets/by-key/{key}" },
-    compensate: { method: "DELETE", path: "/tickets/{id}" },
-    timeoutMs: 5_000,
-  };
-}
 
 Deno.test("http.request creates, verifies and compensates with an Idempotency-Key", async () => {
   await using server = ticketServer();
@@ -23,7 +21,7 @@ Deno.test("http.request creates, verifies and compensates with an Idempotency-Ke
   {
     using s = openStore(file);
     const runner = new AdapterRunner(s.store, {
-      adapters: [httpRequestAdapter(options(server.url))],
+      adapters: [httpRequestAdapter(ticketOptions(server.url))],
     });
     const body = { title: "disk full on web-1" };
     const run = await runner.run("http.request", { method: "POST", path: "/tickets", body }, {
@@ -54,7 +52,7 @@ Deno.test("http.request: a 4xx fails the run with its status", async () => {
   await using dir = await tempDir();
   using s = openStore(`${dir.path}/t.db`);
   const runner = new AdapterRunner(s.store, {
-    adapters: [httpRequestAdapter(options(server.url))],
+    adapters: [httpRequestAdapter(ticketOptions(server.url))],
   });
   const run = await runner.run("http.request", { method: "PUT", path: "/tickets/t9", body: {} }, {
     agent: "a1",
@@ -85,7 +83,7 @@ Deno.test("http.request refuses to leave its origin", async (t) => {
   await using server = ticketServer();
   await using dir = await tempDir();
   using s = openStore(`${dir.path}/t.db`);
-  const adapter = httpRequestAdapter(options(server.url));
+  const adapter = httpRequestAdapter(ticketOptions(server.url));
   const runner = new AdapterRunner(s.store, { adapters: [adapter] });
   for (const path of ["//evil.example/x", "https://evil.example/x", "tickets", "/a\\b", "/a b"]) {
     await t.step(`input path ${JSON.stringify(path)}`, async () => {

@@ -1,27 +1,19 @@
 import assert from "node:assert/strict";
 import { filePatchAdapter } from "./file_patch.ts";
-import {
-  httpRequestAdapter,
-  type HttpRequestOptions,
-  type HttpRequestPlan,
-} from "./http_request.ts";
+import { httpRequestAdapter, type HttpRequestPlan } from "./http_request.ts";
 import { AdapterRunner } from "./runner.ts";
 import type { AdapterRunRow, AdapterRunStore } from "./store.ts";
 import type { AnyAdapter } from "./sdk.ts";
-import { allow, isReason, openStore, SECRET, tempDir, ticketServer } from "./_test_util.ts";
+import {
+  allow,
+  isReason,
+  openStore,
+  tempDir,
+  ticketOptions,
+  ticketServer,
+} from "./_test_util.ts";
 
 const signal = new AbortController().signal;
-
-function httpOptions(url: string): HttpRequestOptions {
-  return {
-    baseUrl: url,
-    headers: { Authorization: SECRET },
-    verify: { path: "/tickets/{id}" },
-    reconcile: { path: "/tickets/by-key/{key}" },
-    compensate: { method: "DELETE", path: "/tickets/{id}" },
-    timeoutMs: 5_000,
-  };
-}
 
 /** What the runner does up to `executing`, by hand: the run's intent is durable. */
 async function leaveExecuting(
@@ -54,7 +46,7 @@ Deno.test("crash after execute, before its receipt: resume reconciles, verifies,
   let id: string;
   {
     using s = openStore(file);
-    const adapter = httpRequestAdapter(httpOptions(server.url));
+    const adapter = httpRequestAdapter(ticketOptions(server.url));
     const row = await leaveExecuting(s.store, adapter, TICKET);
     id = row.id;
     await adapter.execute(row.plan as HttpRequestPlan, {
@@ -65,7 +57,7 @@ Deno.test("crash after execute, before its receipt: resume reconciles, verifies,
   }
   using s = openStore(file);
   const runner = new AdapterRunner(s.store, {
-    adapters: [httpRequestAdapter(httpOptions(server.url))],
+    adapters: [httpRequestAdapter(ticketOptions(server.url))],
   });
   const resumed = await runner.resume();
   assert.deepEqual(resumed.map((r) => [r.id, r.phase]), [[id, "verified"]]);
@@ -83,12 +75,12 @@ Deno.test("crash before execute: resume executes once with the same idempotency 
   let key: string;
   {
     using s = openStore(file);
-    key = (await leaveExecuting(s.store, httpRequestAdapter(httpOptions(server.url)), TICKET))
+    key = (await leaveExecuting(s.store, httpRequestAdapter(ticketOptions(server.url)), TICKET))
       .idempotency_key;
   }
   using s = openStore(file);
   const runner = new AdapterRunner(s.store, {
-    adapters: [httpRequestAdapter(httpOptions(server.url))],
+    adapters: [httpRequestAdapter(ticketOptions(server.url))],
   });
   const [run] = await runner.resume();
   assert.equal(run?.phase, "verified");
@@ -102,7 +94,7 @@ Deno.test("crash after the receipt: resume verifies", async () => {
   const file = `${dir.path}/t.db`;
   {
     using s = openStore(file);
-    const adapter = httpRequestAdapter(httpOptions(server.url));
+    const adapter = httpRequestAdapter(ticketOptions(server.url));
     const row = await leaveExecuting(s.store, adapter, TICKET);
     const receipt = await adapter.execute(row.plan as HttpRequestPlan, {
       idempotencyKey: row.idempotency_key,
@@ -112,7 +104,7 @@ Deno.test("crash after the receipt: resume verifies", async () => {
   }
   using s = openStore(file);
   const runner = new AdapterRunner(s.store, {
-    adapters: [httpRequestAdapter(httpOptions(server.url))],
+    adapters: [httpRequestAdapter(ticketOptions(server.url))],
   });
   const [run] = await runner.resume();
   assert.equal(run?.phase, "verified");
@@ -178,13 +170,13 @@ Deno.test("two live resumers: one records the outcome, the key keeps it to one c
   await using server = ticketServer();
   await using dir = await tempDir();
   using s = openStore(`${dir.path}/t.db`);
-  const row = await leaveExecuting(s.store, httpRequestAdapter(httpOptions(server.url)), TICKET);
+  const row = await leaveExecuting(s.store, httpRequestAdapter(ticketOptions(server.url)), TICKET);
   using s2 = openStore(`${dir.path}/t.db`);
   const one = new AdapterRunner(s.store, {
-    adapters: [httpRequestAdapter(httpOptions(server.url))],
+    adapters: [httpRequestAdapter(ticketOptions(server.url))],
   });
   const two = new AdapterRunner(s2.store, {
-    adapters: [httpRequestAdapter(httpOptions(server.url))],
+    adapters: [httpRequestAdapter(ticketOptions(server.url))],
   });
   const [a, b] = await Promise.all([one.resume(), two.resume()]);
   assert.equal(a.length + b.length, 1, "only one resumer recorded the run");
@@ -198,7 +190,7 @@ Deno.test("a refusal by the gateway hook is recorded and nothing runs", async ()
   await using dir = await tempDir();
   using s = openStore(`${dir.path}/t.db`);
   const runner = new AdapterRunner(s.store, {
-    adapters: [httpRequestAdapter(httpOptions(server.url))],
+    adapters: [httpRequestAdapter(ticketOptions(server.url))],
   });
   const seen: string[] = [];
   const run = await runner.run("http.request", TICKET, {

@@ -5,7 +5,14 @@
  * resumer and a late runner) cannot both move a run out of `executing`.
  */
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
-import { type Clock, invalidArgument, newId, systemClock, TermadaError } from "../shared/mod.ts";
+import {
+  checkJson,
+  type Clock,
+  invalidArgument,
+  newId,
+  systemClock,
+  TermadaError,
+} from "../shared/mod.ts";
 import { ADAPTER_RUN_PHASES, type AdapterRunPhase } from "../wire/mod.ts";
 import { AdapterError, type JsonValue, type Risk } from "./sdk.ts";
 
@@ -121,27 +128,7 @@ type Row = Record<string, unknown>;
 
 /** JSON text of `value`, refused (TOO_LARGE) over the column bound. */
 function toJson(what: string, value: unknown): string {
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(value);
-  } catch (err) {
-    throw invalidArgument(
-      `Cannot store ${what}: it is not serialisable as JSON (${
-        err instanceof Error ? err.message : String(err)
-      })`,
-    );
-  }
-  if (json === undefined) throw invalidArgument(`Cannot store ${what}: it is not a JSON value`);
-  const bytes = json.length * 3 <= L.jsonBytes || json.length > L.jsonBytes
-    ? json.length
-    : new TextEncoder().encode(json).byteLength;
-  if (bytes > L.jsonBytes) {
-    throw new AdapterError(
-      "TOO_LARGE",
-      `Cannot store ${what}: it is larger than ${L.jsonBytes} bytes as JSON`,
-    );
-  }
-  return json;
+  return checkJson(what, value, L.jsonBytes, (m) => new AdapterError("TOO_LARGE", m));
 }
 
 function checkText(what: string, value: unknown, max: number, allowEmpty = false): string {

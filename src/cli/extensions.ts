@@ -5,27 +5,11 @@
  * commands (src/cli/operator.ts owns the request path and the "No Termada daemon is running"
  * error). This file only parses the command line and prints; the formatters are pure.
  */
-import type { AdapterRunList } from "../wire/mod.ts";
+import type { OperatorAdapterList, OperatorPluginList } from "../wire/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
 import { type Options, strictArgs, table } from "./_args.ts";
 import { fit } from "./_tui.ts";
 import { call, type OperatorContext, paths } from "./operator.ts";
-
-/** `GET /api/plugins` (src/control/plugins.ts PluginInfo; the CLI may not import control). */
-export interface OperatorPluginList {
-  plugins: {
-    name: string;
-    command: string;
-    state: string;
-    restarts: number;
-    tools: string[];
-    last_error?: string;
-    pid?: number;
-  }[];
-}
-
-/** `GET /api/adapters`: the runs, oldest first; `agents[i]` owns `runs[i]`. */
-export type OperatorAdapterList = AdapterRunList & { agents?: string[] };
 
 /** `--limit` of `termada adapters`: the bounds the daemon's run store lists within. */
 export const ADAPTERS_LIMIT = { min: 1, max: 500, default: 50 } as const;

@@ -1,12 +1,6 @@
 import assert from "node:assert/strict";
-import type { AdapterRunView } from "../wire/mod.ts";
-import {
-  adaptersCommand,
-  formatAdapters,
-  formatPlugins,
-  type OperatorPluginList,
-  pluginsCommand,
-} from "./extensions.ts";
+import type { AdapterRunView, OperatorPluginList } from "../wire/mod.ts";
+import { adaptersCommand, formatAdapters, formatPlugins, pluginsCommand } from "./extensions.ts";
 
 type Plugin = OperatorPluginList["plugins"][number];
 

@@ -27,6 +27,7 @@ import type {
   AdapterRunInput,
   AdapterRunList,
   AdapterRunView,
+  OperatorAdapterList,
 } from "../wire/mod.ts";
 import type { ApprovalBook } from "./approvals.ts";
 import type { AdmittedAction, Gateway } from "./gateway.ts";
@@ -143,7 +144,7 @@ export class AdapterOps {
   }
 
   /** Every agent's newest runs, oldest of them first (operators: GET /api/adapters). */
-  listAll(limit = 100): AdapterRunList & { agents: string[] } {
+  listAll(limit = 100): OperatorAdapterList {
     const runs = this.#runner.list({
       limit: Math.min(limit, RUNNER_LIMITS.listMax),
       newest: true,

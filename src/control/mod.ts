@@ -21,12 +21,7 @@ export { Presence } from "./presence.ts";
 export { RemoteOps, type RemoteSetup } from "./remote.ts";
 export { FileOps } from "./files.ts";
 export { AdapterOps } from "./adapters.ts";
-export {
-  MAX_PLUGIN_ARGS_BYTES,
-  PLUGIN_ARGS_SUMMARY_CHARS,
-  type PluginInfo,
-  PluginOps,
-} from "./plugins.ts";
+export { MAX_PLUGIN_ARGS_BYTES, PLUGIN_ARGS_SUMMARY_CHARS, PluginOps } from "./plugins.ts";
 export { SnapshotOps, type SnapshotPolicy } from "./snapshots.ts";
 export { type AgentVaultEntry, vaultKind, VaultOps, type VaultStatus } from "./vault.ts";
 export {

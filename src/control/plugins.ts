@@ -14,6 +14,7 @@ import {
   type PluginTool,
 } from "../plugins/mod.ts";
 import { logger, TermadaError, toTermadaError } from "../shared/mod.ts";
+import type { PluginInfo } from "../wire/mod.ts";
 import type { ApprovalBook } from "./approvals.ts";
 import type { Gateway } from "./gateway.ts";
 
@@ -29,17 +30,6 @@ export interface PluginOpsOptions {
   approvals: ApprovalBook;
   /** Version the daemon reports to plugins (clientInfo). */
   version?: string;
-}
-
-/** One plugin's state as operators see it. */
-export interface PluginInfo {
-  name: string;
-  command: string;
-  state: string;
-  restarts: number;
-  tools: string[];
-  last_error?: string;
-  pid?: number;
 }
 
 /** A config entry's identity: a change in any field restarts the plugin. */

@@ -18,6 +18,7 @@ export { type IdKind, idPattern, isId, newId, randomHex } from "./ids.ts";
 export { bearerToken, MAX_TOKEN_LENGTH, sameSecret } from "./secrets.ts";
 export { type Clock, systemClock } from "./clock.ts";
 export { ACTION_KINDS, type ActionKind } from "./actions.ts";
+export { checkJson } from "./json.ts";
 export { delay, soon, within } from "./async.ts";
 export { concatBytes, decodeBase64, encodeBase64 } from "./bytes.ts";
 export { type AtomicWriteOptions, syncDir, writeAll, writeFileAtomic } from "./files.ts";

@@ -4,7 +4,7 @@
  * INVALID_ARGUMENT the edges use.
  */
 import type { SQLInputValue } from "node:sqlite";
-import { invalidArgument, TermadaError } from "../shared/mod.ts";
+import { checkJson, invalidArgument, TermadaError } from "../shared/mod.ts";
 import { JOB_STATUSES, type JobStatus } from "../wire/mod.ts";
 
 /** Longest id (agent, session, job, owner) the store accepts. */
@@ -185,31 +185,8 @@ export function storeError(action: string, err: unknown): TermadaError {
   return new TermadaError("INTERNAL", `Cannot ${action}: ${message}`, { cause: err });
 }
 
-/**
- * A value stored as JSON text (summaries, outcomes, votes): it must serialise (no cycles, no
- * bigint) and stay within `maxBytes` as UTF-8.
- */
-export function checkJson(what: string, value: unknown, maxBytes: number): string {
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(value);
-  } catch (err) {
-    throw invalidArgument(
-      `Cannot store ${what}: it is not serialisable as JSON (${
-        err instanceof Error ? err.message : String(err)
-      })`,
-    );
-  }
-  if (json === undefined) throw invalidArgument(`Cannot store ${what}: it is not a JSON value`);
-  // UTF-16 length ≤ UTF-8 length ≤ 3 × UTF-16 length: encode only when the bound cannot decide.
-  const bytes = json.length * 3 <= maxBytes || json.length > maxBytes
-    ? json.length
-    : encoder.encode(json).byteLength;
-  if (bytes > maxBytes) {
-    throw invalidArgument(`Cannot store ${what}: it is larger than ${maxBytes} bytes as JSON`);
-  }
-  return json;
-}
+/** A value stored as JSON text (summaries, outcomes, votes): the shared check. */
+export { checkJson };
 
 /** An array of at most `maxItems` strings of at most `maxLength` characters each. */
 export function checkStrings(

@@ -78,3 +78,26 @@ export const AdapterRunList = z.object({
   adapters: z.array(z.string()),
 });
 export type AdapterRunList = z.output<typeof AdapterRunList>;
+
+/** `GET /api/adapters`: every agent's newest runs; `agents[i]` owns `runs[i]` (always sent). */
+export const OperatorAdapterList = AdapterRunList.extend({
+  agents: z.array(z.string()).optional(),
+});
+export type OperatorAdapterList = z.output<typeof OperatorAdapterList>;
+
+/** One configured plugin as operators see it (`GET /api/plugins`, `termada plugins`). */
+export const PluginInfo = z.object({
+  name: z.string(),
+  command: z.string(),
+  /** starting | ready | restarting | stopped | failed. */
+  state: z.string(),
+  restarts: z.number().int(),
+  /** Its tools' qualified names (`<plugin>.<tool>`). */
+  tools: z.array(z.string()),
+  last_error: z.string().optional(),
+  pid: z.number().int().optional(),
+});
+export type PluginInfo = z.output<typeof PluginInfo>;
+
+export const OperatorPluginList = z.object({ plugins: z.array(PluginInfo) });
+export type OperatorPluginList = z.output<typeof OperatorPluginList>;

@@ -180,6 +180,9 @@ export {
   type AdapterRunPhase,
   AdapterRunRef,
   AdapterRunView,
+  OperatorAdapterList,
+  OperatorPluginList,
+  PluginInfo,
 } from "./adapters.ts";
 export {
   ASCIICAST_MEDIA_TYPE,

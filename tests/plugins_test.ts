@@ -193,7 +193,7 @@ Deno.test("plugins: a config entry that breaks the schema is refused with its pa
   }
 });
 
-Deno.test("plugins: a confirm rule holds the call for a person; the audit masks a configured secret in its arguments", async () => {
+Deno.test("plugins: a confirm rule holds the call for a person; a configured secret is masked in the audit and in the answer", async () => {
   const home = await homeWithConfig(`plugins:
 ${entry("good", `${FIXTURES}/good.ts`)}
 redaction:
@@ -224,7 +224,9 @@ policies:
     });
     assert.equal(ok.status, 200, await ok.text());
     const r = await waiting;
-    assert.deepEqual(r.structuredContent, { text: "PLUG-SECRET-4242" });
+    // What the plugin answers is masked like any output an agent reads.
+    assert.deepEqual(r.structuredContent, { text: "[REDACTED]" });
+    assert.ok(!JSON.stringify(r.content).includes("PLUG-SECRET-4242"), JSON.stringify(r));
     const audit = await (await op("/audit?n=500")).text();
     assert.match(audit, /good\.echo/);
     assert.ok(!audit.includes("PLUG-SECRET-4242"), "the secret is in the audit log");

@@ -4,14 +4,7 @@ import { httpRequestAdapter, type HttpRequestPlan } from "./http_request.ts";
 import { AdapterRunner } from "./runner.ts";
 import type { AdapterRunRow, AdapterRunStore } from "./store.ts";
 import type { AnyAdapter } from "./sdk.ts";
-import {
-  allow,
-  isReason,
-  openStore,
-  tempDir,
-  ticketOptions,
-  ticketServer,
-} from "./_test_util.ts";
+import { allow, isReason, openStore, tempDir, ticketOptions, ticketServer } from "./_test_util.ts";
 
 const signal = new AbortController().signal;
 

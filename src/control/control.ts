@@ -194,6 +194,11 @@ export class Control {
     this.plugins = new PluginOps({
       gateway: this.#gateway,
       approvals: this.#approvals,
+      redact: (text) => {
+        const bytes = new TextEncoder().encode(text);
+        const out = engine.newRedactor().redact(bytes);
+        return out === bytes ? text : new TextDecoder().decode(out);
+      },
       ...(o.version ? { version: o.version } : {}),
     });
     this.operators = new OperatorOps({

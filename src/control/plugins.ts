@@ -28,6 +28,11 @@ export const PLUGIN_ARGS_SUMMARY_CHARS = 2048;
 export interface PluginOpsOptions {
   gateway: Gateway;
   approvals: ApprovalBook;
+  /**
+   * Masks secrets (vault values, built-in and configured patterns) in what a plugin answers, as
+   * in every output agents read; absent: results pass as they came.
+   */
+  redact?: (text: string) => string;
   /** Version the daemon reports to plugins (clientInfo). */
   version?: string;
 }
@@ -151,7 +156,7 @@ export class PluginOps implements AsyncDisposable {
       (a, c) => this.#o.approvals.askAction(a, c),
     );
     try {
-      const result = await entry.host.call(tool, args, options);
+      const result = this.#masked(await entry.host.call(tool, args, options));
       this.#o.gateway.actionDone(action, {
         ok: result.isError !== true,
         facts: {
@@ -167,6 +172,31 @@ export class PluginOps implements AsyncDisposable {
       this.#o.gateway.actionDone(action, { ok: false, error: e.message, facts: { code: e.code } });
       throw e;
     }
+  }
+
+  /**
+   * The result with secrets masked: text blocks and every string of `structuredContent` (a
+   * masked string still has its type, so an output schema of types holds; an `enum` or
+   * `pattern` a secret matched would not, and then the masked value wins).
+   */
+  #masked(r: PluginCallResult): PluginCallResult {
+    const redact = this.#o.redact;
+    if (!redact) return r;
+    const deep = (v: unknown): unknown =>
+      typeof v === "string"
+        ? redact(v)
+        : Array.isArray(v)
+        ? v.map(deep)
+        : v !== null && typeof v === "object"
+        ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, deep(x)]))
+        : v;
+    return {
+      ...r,
+      content: r.content.map((b) => b.type === "text" ? { ...b, text: redact(b.text) } : b),
+      ...(r.structuredContent !== undefined
+        ? { structuredContent: deep(r.structuredContent) as Record<string, unknown> }
+        : {}),
+    };
   }
 
   async close(): Promise<void> {

@@ -40,7 +40,8 @@ export const INSTRUCTIONS =
 - exec_run {command, parse: "auto"} also returns the output as typed JSON (parsed) for ls -l, ps, df, du, free, curl -I, git status/log, ip -j, ss, systemctl status, docker ps; parser names which one.
 - A password nobody gave you: exec_write {job_id, human: {message}} gives a one-time url where a person types it; you never see it. A secret from the vault: vault_list, then env {"NAME": {"vault": "entry"}} or exec_write {vault}.
 - Before risky changes to a directory take snapshot_create {path: "."}; an operator can restore it.
-- For a concrete operational goal (fix a service, migrate, deploy), start with mission_create {goal, plan}: run each step in the mission's session_id, then mission_update {step_id, step_status: "passed", job_id} — the runtime verifies the job exited 0 in that session. End with mission_update {status: "succeeded", summary} and mission_report.
+- A change Termada can prove (a unified diff under the operator's roots, a call to a configured HTTP endpoint): adapter_run {adapter, input} prepares it, the policy decides, then it is executed once and verified; adapter_undo reverses it. Tools named <plugin>.<tool> come from the operator's plugins.
+- For a concrete operational goal (fix a service, migrate, deploy), start with mission_create {goal, plan}: run each step in the mission's session_id, then mission_update {step_id, step_status: "passed", job_id} — the runtime verifies the job exited 0 in that session (or pass adapter_run_id of a verified adapter run). End with mission_update {status: "succeeded", summary} and mission_report.
 - Errors are results with error.code (INVALID_ARGUMENT, NOT_FOUND, SESSION_BUSY, NOT_AWAITING_INPUT, QUOTA_EXCEEDED, …) and a hint.`;
 
 export interface McpServerOptions {

@@ -14,6 +14,7 @@ import {
   type RunningDaemon,
   startDaemon,
   stdioClient,
+  tempHome,
 } from "./_daemon.ts";
 
 const TOKEN = "Bearer adapters-test-s3cret";
@@ -329,5 +330,39 @@ Deno.test("adapters: a target's cost is the run's estimate, and a cost budget re
   } finally {
     await Deno.remove(home, { recursive: true });
     await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("adapters: a patch never reaches the daemon's own files, through a symlinked home either", async () => {
+  const real = await tempHome();
+  const outer = await Deno.makeTempDir({ prefix: "termada-adapt-link-" });
+  const home = `${outer}/home`;
+  await Deno.symlink(real, home);
+  await using srv = tickets();
+  try {
+    // The operator made the mistake of a root that holds the daemon's state directory.
+    await Deno.writeTextFile(
+      `${home}/config.yaml`,
+      config(outer, srv.url).replace(
+        `roots: [${JSON.stringify(outer)}]`,
+        `roots: [${JSON.stringify(outer)}, ${JSON.stringify(real)}]`,
+      ),
+    );
+    await using _d = await startDaemon(home);
+    await using c = await stdioClient(home, ["--agent", "dev"]);
+    const before = await Deno.readTextFile(`${real}/config.yaml`);
+    const first = before.split("\n")[0]!;
+    for (const root of [home, real]) {
+      const r = await call(c, "adapter_run", {
+        adapter: "file.patch",
+        input: { patch: patch("config.yaml", first, "policies: {}"), root },
+      });
+      assert.equal(code(r), "DENIED_BY_POLICY", `${root}: ${JSON.stringify(r)}`);
+      assert.match(String((r.error as { message?: string }).message), /control plane/);
+    }
+    assert.equal(await Deno.readTextFile(`${real}/config.yaml`), before);
+  } finally {
+    await Deno.remove(outer, { recursive: true });
+    await Deno.remove(real, { recursive: true });
   }
 });

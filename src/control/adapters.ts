@@ -9,7 +9,7 @@
  * other action, and the run's intent is in the audit log before anything changes. Runs a crash
  * interrupted are resumed once at start (the daemon's lock makes this the only runner).
  */
-import { chmodSync } from "node:fs";
+import { chmodSync, realpathSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import {
   type AdapterRun,
@@ -79,8 +79,20 @@ export class AdapterOps {
   readonly #runner: AdapterRunner;
   #closed = false;
 
+  /** The forbidden paths as given and as they really are (a symlinked home must not slip by). */
+  readonly #forbidden: string[];
+
   constructor(o: AdapterOpsOptions) {
     this.#o = o;
+    const given = [...o.forbidden.all, ...o.forbidden.write];
+    const real = given.flatMap((p) => {
+      try {
+        return [realpathSync(p)];
+      } catch {
+        return []; // not there (yet): its lexical path still counts
+      }
+    });
+    this.#forbidden = [...new Set([...given, ...real])];
     this.#db = new DatabaseSync(o.dbPath);
     try {
       chmodSync(o.dbPath, 0o600);
@@ -237,7 +249,7 @@ export class AdapterOps {
         // (`files.write` rules): a patch is what file_write would be, file by file.
         subjects.push({ kind: "adapter", adapter: a.adapter, resource: f.path });
         subjects.push({ kind: "file.write", target: "local", path: f.path });
-        if (under(f.path, this.#o.forbidden.all) || under(f.path, this.#o.forbidden.write)) {
+        if (under(f.path, this.#forbidden)) {
           forbidden = `"${f.path}" is part of Termada's own control plane or code: never ` +
             "changed by agents";
         }

@@ -6,8 +6,10 @@ import { nowTicks, ProcessScope } from "./scope.ts";
 
 preloadNative(); // libc stays loaded for the process, not for one test
 
+/** /proc/uptime in ticks, read as the decimal it is ("4763.48" × 100 is 476347.99… in floats). */
 function uptimeTicks(): number {
-  return Math.floor(Number(readProcFile("/proc/uptime")!.split(" ")[0]) * 100);
+  const [s, cs = "0"] = readProcFile("/proc/uptime")!.split(" ")[0]!.split(".");
+  return Number(s) * 100 + Number(cs.padEnd(2, "0").slice(0, 2));
 }
 
 Deno.test("nowTicks is never ahead of /proc/uptime and at most one tick behind it", async () => {

@@ -8,7 +8,7 @@
 import { join } from "node:path";
 import { TermadaError } from "../shared/mod.ts";
 import type { ServerBinding } from "./binding.ts";
-import { type AuthMethod, sshUtils } from "./ssh2.ts";
+import { type AuthMethod, loadSsh2 } from "./ssh2.ts";
 
 export const DEFAULT_KEY_FILES = ["id_ed25519", "id_ecdsa", "id_rsa"] as const;
 /** Private key files larger than this are not read. */
@@ -30,6 +30,7 @@ export interface Credentials {
 }
 
 export async function credentials(b: ServerBinding, src: CredentialSource): Promise<Credentials> {
+  const { sshUtils } = await loadSsh2();
   const username = b.user;
   if (b.auth !== undefined) {
     if (!src.vault) {

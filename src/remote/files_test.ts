@@ -4,8 +4,10 @@ import { dirname, join } from "node:path";
 import { TermadaError } from "../shared/errors.ts";
 import { type ErrorCode } from "../shared/errors.ts";
 import { FILE_LIMITS, type FileBackend, localFiles, sftpFiles, sftpHome } from "./files.ts";
-import { Client, type SFTPWrapper, type SshClient } from "./ssh2.ts";
+import { loadSsh2, type SFTPWrapper, type SshClient } from "./ssh2.ts";
 import { sshdAvailable, TestSshd } from "./_test_sshd.ts";
+
+const { Client } = await loadSsh2();
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

@@ -14,8 +14,10 @@ import {
   type FleetTargetResult,
   runFleet,
 } from "./fleet.ts";
-import { Client, type SshClient } from "./ssh2.ts";
+import { loadSsh2, type SshClient } from "./ssh2.ts";
 import { sshdAvailable, TestSshd } from "./_test_sshd.ts";
+
+const { Client } = await loadSsh2();
 
 const ignore = !sshdAvailable();
 const dec = new TextDecoder();

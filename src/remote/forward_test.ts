@@ -5,8 +5,10 @@
 import assert from "node:assert/strict";
 import { TermadaError, within } from "../shared/mod.ts";
 import { FORWARD_LIMITS, type ForwardInfo, Forwards, type OpenStream } from "./forward.ts";
-import { Client, type ClientChannel, type SshClient } from "./ssh2.ts";
+import { type ClientChannel, loadSsh2, type SshClient } from "./ssh2.ts";
 import { freePort, sshdAvailable, TestSshd } from "./_test_sshd.ts";
+
+const { Client } = await loadSsh2();
 
 const ignore = !sshdAvailable();
 const enc = new TextEncoder();

@@ -9,8 +9,10 @@ import {
   keyType,
   KnownHosts,
 } from "./known_hosts.ts";
-import { Client, type ConnectConfig } from "./ssh2.ts";
+import { type ConnectConfig, loadSsh2 } from "./ssh2.ts";
 import { sshdAvailable, TestSshd } from "./_test_sshd.ts";
+
+const { Client } = await loadSsh2();
 
 // --- helpers ----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import { logger, TermadaError } from "../shared/mod.ts";
 import { bindingKey, type ServerBinding } from "./binding.ts";
 import { credentials, type CredentialSource } from "./auth.ts";
 import type { KnownHosts } from "./known_hosts.ts";
-import { Client, type SshClient } from "./ssh2.ts";
+import { loadSsh2, type SshClient } from "./ssh2.ts";
 
 const log = logger("remote");
 
@@ -176,6 +176,7 @@ export class SshPool {
       throw err;
     }
     const timeoutMs = this.#o.connectTimeoutMs ?? 8000;
+    const { Client } = await loadSsh2();
     const client = new Client();
     let hostKeyError: unknown;
     const where = `${b.host}:${b.port}`;

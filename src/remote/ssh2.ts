@@ -2,12 +2,12 @@
  * The one import of the `ssh2` package (pure-JS crypto under Deno; its optional native addon is
  * never built or loaded), with the part of its API Termada uses, typed here. (`@types/ssh2`
  * pulls an old `@types/node` that replaces Deno's own Node types — `node:sqlite` disappears —
- * so it is not used.) Everything else imports ssh2 from here.
+ * so it is not used.) Everything else imports ssh2 from here. It is loaded on first use
+ * ({@link loadSsh2}): a daemon with no servers never pays its ~110 ms of module loading at start.
  */
 import type { EventEmitter } from "node:events";
 import type { Buffer } from "node:buffer";
 import type { Duplex, Readable } from "node:stream";
-import ssh2 from "ssh2";
 
 type Buf = Uint8Array;
 /** An SFTP file handle (opaque bytes from the server). */
@@ -164,7 +164,14 @@ interface Ssh2Module {
   utils: { parseKey(data: string | Buf, passphrase?: string): unknown };
 }
 
-const mod = ssh2 as unknown as Ssh2Module;
+let loading: Promise<{ Client: new () => SshClient; sshUtils: Ssh2Module["utils"] }> | undefined;
 
-export const Client: new () => SshClient = mod.Client;
-export const sshUtils: Ssh2Module["utils"] = mod.utils;
+/** The ssh2 package's client class and key utilities, imported once, on first use. */
+export function loadSsh2(): Promise<
+  { Client: new () => SshClient; sshUtils: Ssh2Module["utils"] }
+> {
+  return loading ??= import("ssh2").then((m) => {
+    const mod = (m.default ?? m) as unknown as Ssh2Module;
+    return { Client: mod.Client, sshUtils: mod.utils };
+  });
+}

@@ -5,19 +5,26 @@
  * the file.
  */
 import type { z } from "zod";
-import {
-  type Document,
-  isAlias,
-  isMap,
-  isScalar,
-  isSeq,
-  LineCounter,
-  parseDocument,
-  visit,
-  type YAMLError,
-} from "yaml";
+import type { Document, YAMLError } from "yaml";
 import { concatBytes, type Logger, logger, TermadaError } from "../shared/mod.ts";
 import { Config, CONFIG_LIMITS, DEFAULT_CONFIG } from "./schema.ts";
+
+type Yaml = typeof import("yaml");
+let yamlModule: Yaml | undefined;
+
+/**
+ * Loads the YAML parser once. It is ~75 ms of module loading (measured), which a daemon on its
+ * embedded defaults (no config file) never pays: `loadConfig` loads it only for a file.
+ * `parseConfig` needs it loaded first.
+ */
+export async function loadYaml(): Promise<void> {
+  yamlModule ??= await import("yaml");
+}
+
+function yaml(): Yaml {
+  if (!yamlModule) throw new Error("parseConfig needs loadYaml() first");
+  return yamlModule;
+}
 
 export interface LoadedConfig {
   config: Config;
@@ -91,6 +98,7 @@ export async function loadConfig(
     file.close();
   }
 
+  await loadYaml();
   const parsed = parse(text, { path, env });
   const log = options.logger ?? logger("config");
   const mode = (info.mode ?? 0) & 0o777;
@@ -116,6 +124,7 @@ export function parseConfig(text: string, options: ParseConfigOptions): Config {
 
 function parse(text: string, { path, env }: ParseConfigOptions): Parsed {
   if (new TextEncoder().encode(text).length > CONFIG_LIMITS.fileBytes) throw tooLarge(path);
+  const { LineCounter, parseDocument } = yaml();
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   const lineOf = (offset: number | undefined) =>
@@ -227,6 +236,7 @@ function knownKeysHint(path: readonly PropertyKey[]): string {
  * ancestor when the path goes further than the document.
  */
 function offsetOf(doc: Document, path: readonly PropertyKey[]): number | undefined {
+  const { isAlias, isMap, isSeq } = yaml();
   let node: unknown = doc.contents;
   let offset = rangeStart(node) ?? 0;
   for (const seg of path) {
@@ -254,11 +264,13 @@ function rangeStart(node: unknown): number | undefined {
 }
 
 function keyText(key: unknown): string | undefined {
+  const { isScalar } = yaml();
   if (isScalar(key)) return String(key.value);
   return typeof key === "string" ? key : undefined;
 }
 
 function hasLiteralTokens(doc: Document): boolean {
+  const { isMap, isScalar } = yaml();
   const agents = doc.get("agents", true);
   if (!isMap(agents)) return false;
   return agents.items.some((pair) => {
@@ -278,7 +290,7 @@ function expandEnv(
   env: Record<string, string | undefined>,
   names: Set<string>,
 ): void {
-  visit(doc, {
+  yaml().visit(doc, {
     Scalar(key, node) {
       if (key === "key" || typeof node.value !== "string") return;
       if (!node.value.includes("${")) return;

@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { type Logger, TermadaError } from "../shared/mod.ts";
-import { loadConfig, parseConfig } from "./load.ts";
+import { loadConfig, loadYaml, parseConfig } from "./load.ts";
 import { DEFAULT_CONFIG } from "./schema.ts";
+
+// parseConfig is synchronous; its YAML parser is loaded once, lazily.
+await loadYaml();
 
 const PATH = "/etc/termada/config.yaml";
 const TOKEN_A = "a".repeat(32);

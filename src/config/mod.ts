@@ -52,6 +52,7 @@ export {
   loadConfig,
   type LoadConfigOptions,
   type LoadedConfig,
+  loadYaml,
   parseConfig,
   type ParseConfigOptions,
 } from "./load.ts";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { DEFAULT_LIMITS, DEFAULT_OUTPUT, type EngineOptions } from "../engine/mod.ts";
 import { TermadaError } from "../shared/mod.ts";
-import { parseConfig } from "./load.ts";
+import { loadYaml, parseConfig } from "./load.ts";
 import { resolvePaths } from "../paths/mod.ts";
 import {
   Config,
@@ -11,6 +11,9 @@ import {
   parseBind,
   policyFor,
 } from "./schema.ts";
+
+// parseConfig is synchronous; its YAML parser is loaded once, lazily.
+await loadYaml();
 
 Deno.test("DEFAULT_CONFIG holds the embedded defaults", () => {
   assert.deepEqual(DEFAULT_CONFIG, {

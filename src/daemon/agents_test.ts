@@ -1,9 +1,12 @@
 import assert from "node:assert/strict";
 import type { JWTPayload } from "jose";
-import { type Config, parseConfig } from "../config/mod.ts";
+import { type Config, loadYaml, parseConfig } from "../config/mod.ts";
 import { type JwtTrust, JwtVerifier } from "../governance/mod.ts";
 import { mint, mintKeys, writeJwks } from "../governance/_jwt_testing.ts";
 import { agentDirectory, MAX_PRINCIPALS_PER_AGENT, MAX_REMEMBERED_IDENTITIES } from "./agents.ts";
+
+// parseConfig is synchronous; its YAML parser is loaded once, lazily.
+await loadYaml();
 
 const ISS = "https://idp.example";
 const AUD = "termada";

@@ -1,9 +1,12 @@
 import assert from "node:assert/strict";
-import { type Config, parseConfig } from "../config/mod.ts";
+import { type Config, loadYaml, parseConfig } from "../config/mod.ts";
 import { loadShellParser, type ResourceSubject } from "../policy/mod.ts";
 import { preloadNative } from "../pty/mod.ts";
 import { fileIdentity } from "../sandbox/mod.ts";
 import { policyPort, type PolicyPortOptions } from "./policy_port.ts";
+
+// parseConfig is synchronous; its YAML parser is loaded once, lazily.
+await loadYaml();
 
 await loadShellParser();
 preloadNative(); // libc (file identities at exec) stays loaded for the process, not for one test

@@ -19,6 +19,7 @@ import {
   type SecretSet,
 } from "../output/mod.ts";
 import {
+  childrenOf,
   type ExitStatus,
   killTree,
   procStat,
@@ -517,6 +518,12 @@ export class Session {
       const job = this.job;
       const t0 = Date.now();
       const shellComm = procStat(pty.pid)?.comm;
+      // The shell's children started since the job did: a fork for the command that has not
+      // taken the terminal yet (on a loaded machine, with the exec gate deciding, that can take
+      // longer than 300 ms), as opposed to a builtin running in the shell itself.
+      const jobTicks = nowTicks() - Math.ceil((Date.now() - job.startedAt) / 10) - 1;
+      const forking = () =>
+        childrenOf(pty.pid).some((c) => (procStat(c)?.startTime ?? 0) >= jobTicks);
       let zoneSince: number | undefined;
       let handedSince: number | undefined;
       const retry = () => {
@@ -534,7 +541,8 @@ export class Session {
         // itself (a builtin loop: it never hands over); or a loaded machine took too long.
         if (
           execed ||
-          (handedSince === undefined && zoneSince !== undefined && now - zoneSince > 300) ||
+          (handedSince === undefined && zoneSince !== undefined && now - zoneSince > 300 &&
+            !forking()) ||
           now - t0 > 5000
         ) {
           pty.signal(sig, "foreground");

@@ -42,7 +42,10 @@ const fingerprint = (c: PluginConfig) => JSON.stringify(c);
 
 export class PluginOps implements AsyncDisposable {
   readonly #o: PluginOpsOptions;
-  readonly #hosts = new Map<string, { host: PluginHost; print: string; off: () => void }>();
+  readonly #hosts = new Map<
+    string,
+    { host: PluginHost; config: PluginConfig; print: string; off: () => void }
+  >();
   readonly #listeners = new Set<() => void>();
   #closed = false;
 
@@ -71,7 +74,7 @@ export class PluginOps implements AsyncDisposable {
       if (this.#hosts.has(c.name)) continue;
       const host = new PluginHost(c, this.#o.version ? { clientVersion: this.#o.version } : {});
       const off = host.onChange(() => this.#changed());
-      this.#hosts.set(c.name, { host, print: fingerprint(c), off });
+      this.#hosts.set(c.name, { host, config: c, print: fingerprint(c), off });
       void host.start().catch((err) =>
         log.warn("plugin did not start", { plugin: c.name, error: err })
       );
@@ -86,12 +89,11 @@ export class PluginOps implements AsyncDisposable {
 
   /** The plugins and their state (operator API, CLI, doctor). */
   list(): PluginInfo[] {
-    return [...this.#hosts.values()].map(({ host, print }) => {
+    return [...this.#hosts.values()].map(({ host, config }) => {
       const s = host.status();
-      const c = JSON.parse(print) as PluginConfig;
       return {
         name: host.name,
-        command: c.command,
+        command: config.command,
         state: s.state,
         restarts: s.restarts,
         tools: host.tools().map((t) => t.name),

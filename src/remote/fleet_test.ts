@@ -43,17 +43,28 @@ function marker(): string {
 }
 
 async function remotePids(pattern: string): Promise<string[]> {
-  const out = await new Deno.Command("pgrep", { args: ["-f", pattern], stdout: "piped" }).output();
+  const out = await new Deno.Command("pgrep", { args: ["-af", pattern], stdout: "piped" }).output();
   return dec.decode(out.stdout).split("\n").filter((l) => l !== "");
+}
+
+/**
+ * A pgrep pattern for the `sleep <marker>` processes themselves. Whether the remote shell
+ * (`bash -c "echo …; sleep <marker> </dev/null"`) execs its last command or forks it depends on
+ * the server's bash and login files, so a loose pattern may count the shell too.
+ */
+function sleeps(m: string): string {
+  return `^sleep ${m.replace(".", "\\.")}$`;
 }
 
 /** Polls (with a deadline) until `ok` holds for the remote processes matching `pattern`. */
 async function waitPids(pattern: string, ok: (n: number) => boolean, ms = 15_000): Promise<void> {
   const deadline = Date.now() + ms;
   for (;;) {
-    const n = (await remotePids(pattern)).length;
-    if (ok(n)) return;
-    if (Date.now() > deadline) throw new Error(`${n} processes match "${pattern}"`);
+    const found = await remotePids(pattern);
+    if (ok(found.length)) return;
+    if (Date.now() > deadline) {
+      throw new Error(`${found.length} processes match "${pattern}":\n${found.join("\n")}`);
+    }
     await new Promise((r) => setTimeout(r, 25));
   }
 }
@@ -531,8 +542,11 @@ Deno.test({
           onTargetStart: (s) => started.push(s),
           onTargetDone: (x) => done.push(x),
         });
-        await waitPids(`sleep ${m}`, (n) => n === 2);
-        stop.abort();
+        try {
+          await waitPids(sleeps(m), (n) => n === 2);
+        } finally {
+          stop.abort();
+        }
         const r = await run;
         assert.deepEqual(started, ["app0", "app1"]);
         assert.ok(r.every((x) => x.status === "cancelled"));
@@ -552,7 +566,7 @@ Deno.test({
           connect: c.connect,
           redact: noRedact,
         });
-        await waitPids(`sleep ${m}`, (n) => n === 1);
+        await waitPids(sleeps(m), (n) => n === 1);
         await up[2]!.dropConnections();
         const r = await run;
         assert.equal(r[0]!.status, "failed");

@@ -118,8 +118,9 @@ export async function execGateBench(
         `execs (target p50 ≤ 50 µs)`,
     );
     out(
-      `    after-exec check (held frozen until the new image is verified; ${st.verified} execs ` +
-        `could race, e.g. as root): p50 ${st.verifyP50Us} µs, p99 ${st.verifyP99Us} µs`,
+      `    after-exec check (held until the new image is verified, the exec's own time included; ` +
+        `${st.verified} execs could race, e.g. as root; ${st.traced} held with ptrace, the rest ` +
+        `in the freezer): p50 ${st.verifyP50Us} µs, p99 ${st.verifyP99Us} µs`,
     );
   } finally {
     await gated[Symbol.asyncDispose]();

@@ -75,7 +75,8 @@ export const LIBC_LINUX = {
   tcgetattr: { parameters: ["i32", "buffer"], result: "i32" },
   // int kill(pid_t pid, int sig);
   kill: { parameters: ["i32", "i32"], result: "i32" },
-  // pid_t waitpid(pid_t pid, int *status, int options);  (always with WNOHANG)
+  // pid_t waitpid(pid_t pid, int *status, int options);  (always with WNOHANG; the exec gate adds
+  // __WALL for a process it traces)
   waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   // int pidfd_open(pid_t pid, unsigned int flags);
   pidfd_open: { parameters: ["i32", "u32"], result: "i32" },
@@ -281,6 +282,7 @@ export const SYSCALLS = {
     seccomp: 317,
     pidfd_getfd: 438,
     kcmp: 312,
+    ptrace: 101,
     landlock_create_ruleset: 444,
     landlock_add_rule: 445,
     landlock_restrict_self: 446,
@@ -293,6 +295,7 @@ export const SYSCALLS = {
     seccomp: 277,
     pidfd_getfd: 438,
     kcmp: 272,
+    ptrace: 117,
     landlock_create_ruleset: 444,
     landlock_add_rule: 445,
     landlock_restrict_self: 446,

@@ -25,6 +25,7 @@ import { type Poller, procStat, readProcFile, sharedPoller } from "../pty/mod.ts
 import { concatBytes, logger } from "../shared/mod.ts";
 import { type FileIdentity, fileIdentity, shebang, statId } from "./identity.ts";
 import { Listener, type Notification } from "./seccomp.ts";
+import { ExecTrace, mayTrace } from "./exec_trace.ts";
 
 const log = logger("sandbox");
 
@@ -100,6 +101,8 @@ export interface GateStats {
   p99Us: number;
   /** Execs held and checked after exec (a race was possible), and how long that held them. */
   verified: number;
+  /** Of those, held with ptrace (the cheap hold, see exec_trace.ts), not in the freezer. */
+  traced: number;
   verifyP50Us: number;
   verifyP99Us: number;
 }
@@ -133,6 +136,7 @@ export class ExecGate<C> {
   #samples = new Float64Array(SAMPLES);
   #verifySamples = new Float64Array(SAMPLES);
   #verifyCount = 0;
+  #tracedCount = 0;
   #sampleCount = 0;
   #decisions = 0;
   #allowed = 0;
@@ -182,6 +186,7 @@ export class ExecGate<C> {
       p50Us,
       p99Us,
       verified: this.#verifyCount,
+      traced: this.#tracedCount,
       verifyP50Us,
       verifyP99Us,
     };
@@ -197,7 +202,24 @@ export class ExecGate<C> {
    * reported. A failed exec (same image as before) is let go.
    */
   #allowVerified(a: Attached<C>, n: Notification, ev: ExecEvent, hold: ExecHold): void {
-    const tgid = tgidOf(n.pid) ?? n.pid;
+    const ids = procIds(n.pid);
+    // The cheap hold: traced (see ExecTrace) when the daemon may, the exec'ing thread leads its
+    // process (a thread that execs takes its leader's pid) and the daemon is not its parent
+    // (whose own wait must keep seeing its child's end).
+    if (ids && ids.tgid === n.pid && ids.ppid !== Deno.pid && mayTrace()) {
+      const t = ExecTrace.seize(n.pid);
+      if (t) {
+        this.#tracedCount++;
+        if (!a.listener.allow(n.id)) {
+          t.release(); // it died meanwhile: nothing ran
+          return;
+        }
+        t.interrupt();
+        this.#traced(a, ev, t, performance.now() + VERIFY_SPIN_MS);
+        return;
+      }
+    }
+    const tgid = ids?.tgid ?? n.pid;
     // A new image has a new stack: how a successful exec is told from a failed one.
     const before = stackStart(tgid);
     try {
@@ -223,6 +245,43 @@ export class ExecGate<C> {
       sys().usleep(10); // yield the CPU to the exec under way
     }
     this.#verified(a, ev, hold, tgid, before, true);
+  }
+
+  /**
+   * Waits for a traced exec to stop before its first instruction (in place until `until`, then
+   * polled once a millisecond off this turn, up to VERIFY_WAIT_MS), checks it and lets it go; one
+   * that never stops is killed. `later`: a deferred poll (counted in `a.pending`).
+   */
+  #traced(a: Attached<C>, ev: ExecEvent, t: ExecTrace, until: number, later = false): void {
+    for (;;) {
+      const stop = t.poll();
+      if (stop.kind !== "running") {
+        if (stop.kind === "stopped") {
+          const found = stop.execd ? imageMismatch(t.pid, ev) : undefined;
+          if (found !== undefined) {
+            t.kill();
+            this.#onRace?.(ev, a.ctx, found);
+          } else t.detach(stop.signal);
+        }
+        if (later) a.pending--;
+        return;
+      }
+      if (later && performance.now() >= until) {
+        a.pending--;
+        t.kill();
+        this.#onRace?.(
+          ev,
+          a.ctx,
+          "the exec did not reach its first instruction in time to be checked",
+        );
+        return;
+      }
+      if (later || performance.now() >= until) break;
+      sys().usleep(10); // yield the CPU to the exec under way
+    }
+    if (!later) a.pending++;
+    const deadline = later ? until : performance.now() + VERIFY_WAIT_MS;
+    setTimeout(() => this.#traced(a, ev, t, deadline, true), 1);
   }
 
   #verifyLater(
@@ -256,13 +315,7 @@ export class ExecGate<C> {
     if (!frozen) found = "the exec did not reach its first instruction in time to be checked";
     else if (stackStart(tgid) !== before) {
       // It exec'd (a failed exec keeps its image and is simply let go).
-      const now = statId(`/proc/${tgid}/exe`);
-      const want = ev.interpreter ? ev.interpreter.identity : ev.identity;
-      if (!now || !want || now.dev !== want.dev || now.ino !== want.ino) {
-        found = `it runs another file than the one checked (${ev.path})`;
-      } else if (!ev.interpreter && !sameArgv(tgid, ev.argv, ev.truncated)) {
-        found = "its argv changed after it was checked";
-      }
+      found = imageMismatch(tgid, ev);
     }
     if (found !== undefined) {
       sys().kill(tgid, 9);
@@ -686,11 +739,26 @@ export function readExec(n: Notification, first: boolean): ExecEvent {
   return ev;
 }
 
-function tgidOf(pid: number): number | undefined {
+/** What an exec'd process runs now, against what was allowed; undefined when they agree. */
+function imageMismatch(tgid: number, ev: ExecEvent): string | undefined {
+  const now = statId(`/proc/${tgid}/exe`);
+  const want = ev.interpreter ? ev.interpreter.identity : ev.identity;
+  if (!now || !want || now.dev !== want.dev || now.ino !== want.ino) {
+    return `it runs another file than the one checked (${ev.path})`;
+  }
+  if (!ev.interpreter && !sameArgv(tgid, ev.argv, ev.truncated)) {
+    return "its argv changed after it was checked";
+  }
+  return undefined;
+}
+
+/** A thread's process id and parent, from one read of its status; undefined once it is gone. */
+function procIds(pid: number): { tgid: number; ppid: number } | undefined {
   const status = procStatus(pid);
   if (status === undefined) return undefined;
   const tgid = statusField(status, "Tgid");
-  return tgid === "" ? undefined : Number(tgid);
+  if (tgid === "") return undefined;
+  return { tgid: Number(tgid), ppid: Number(statusField(status, "PPid")) };
 }
 
 const statusBuf = new Uint8Array(16384);

@@ -1,0 +1,160 @@
+import assert from "node:assert/strict";
+import { preloadNative, readProcFile } from "../pty/mod.ts";
+import { ExecTrace, mayTrace, type TraceStop } from "./exec_trace.ts";
+
+const isRoot = Deno.build.os === "linux" && Deno.uid() === 0;
+preloadNative();
+
+/**
+ * Runs `script` under an outer sh that starts it in the background, prints its pid and waits
+ * for it: the traced process is the outer sh's child, never this test's (as in the gate, where
+ * the daemon's own children are not traced). Resolves the outer sh's exit once it ends.
+ */
+async function grandchild(script: string) {
+  const outer = new Deno.Command("sh", {
+    args: ["-c", `sh -c '${script}' & echo $!; wait $!; echo "status $?"`],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const reader = outer.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += value;
+  }
+  const pid = Number(text.split("\n")[0]);
+  const rest = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return text;
+      text += value;
+    }
+  })();
+  return { pid, outer, rest };
+}
+
+async function until(trace: ExecTrace, ms = 5_000): Promise<TraceStop> {
+  const deadline = performance.now() + ms;
+  for (;;) {
+    const st = trace.poll();
+    if (st.kind !== "running") return st;
+    if (performance.now() > deadline) throw new Error("the traced process never stopped");
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+Deno.test({
+  name: "exec trace: a seized process stops at the interrupt, is let go and keeps running",
+  ignore: !isRoot,
+  async fn() {
+    assert.equal(mayTrace(), true, "root has CAP_SYS_PTRACE");
+    const g = await grandchild("exec sleep 30");
+    await new Promise((r) => setTimeout(r, 100)); // let it exec sleep
+    const t = ExecTrace.seize(g.pid);
+    assert.ok(t, "seized");
+    t.interrupt();
+    const st = await until(t);
+    assert.deepEqual(st, { kind: "stopped", execd: false, signal: 0 });
+    t.detach();
+    await new Promise((r) => setTimeout(r, 50));
+    const state = /^State:\s+(\S)/m.exec(readProcFile(`/proc/${g.pid}/status`) ?? "")?.[1];
+    assert.equal(state, "S", "running (asleep in sleep), not stopped");
+    Deno.kill(g.pid, "SIGTERM");
+    assert.match(await g.rest, /status 143/);
+    await g.outer.status;
+  },
+});
+
+Deno.test({
+  name: "exec trace: an exec after the seize stops at its event, before the new image runs",
+  ignore: !isRoot,
+  async fn() {
+    // It waits on a FIFO (no child of its own, whose SIGCHLD would stop it first), then execs.
+    const dir = await Deno.makeTempDir();
+    const fifo = `${dir}/go`;
+    await new Deno.Command("mkfifo", { args: [fifo] }).output();
+    const g = await grandchild(`read x < ${fifo}; exec sleep 31`);
+    await new Promise((r) => setTimeout(r, 100));
+    const t = ExecTrace.seize(g.pid);
+    assert.ok(t);
+    await Deno.writeTextFile(fifo, "go\n");
+    const st = await until(t);
+    await Deno.remove(dir, { recursive: true });
+    assert.deepEqual(st, { kind: "stopped", execd: true, signal: 0 });
+    const cmdline = readProcFile(`/proc/${g.pid}/cmdline`);
+    assert.equal(cmdline, "sleep\x0031\x00", "already the new image, held before it ran");
+    t.detach();
+    Deno.kill(g.pid, "SIGTERM");
+    assert.match(await g.rest, /status 143/);
+    await g.outer.status;
+  },
+});
+
+Deno.test({
+  name: "exec trace: a killed traced process is reaped, so its parent sees it end",
+  ignore: !isRoot,
+  async fn() {
+    const g = await grandchild("exec sleep 32");
+    await new Promise((r) => setTimeout(r, 100));
+    const t = ExecTrace.seize(g.pid);
+    assert.ok(t);
+    t.interrupt();
+    await until(t);
+    t.kill();
+    // The outer sh's wait returns: 128 + SIGKILL.
+    assert.match(await g.rest, /status 137/);
+    await g.outer.status;
+    assert.equal(t.poll().kind, "gone");
+  },
+});
+
+Deno.test({
+  name:
+    "exec trace: a process traced already (strace, gdb) cannot be seized: the caller falls back",
+  ignore: !isRoot,
+  async fn() {
+    const g = await grandchild("exec sleep 33");
+    await new Promise((r) => setTimeout(r, 100));
+    const first = ExecTrace.seize(g.pid);
+    assert.ok(first);
+    assert.equal(ExecTrace.seize(g.pid), undefined);
+    first.interrupt();
+    await until(first);
+    first.detach();
+    Deno.kill(g.pid, "SIGTERM");
+    await g.rest;
+    await g.outer.status;
+  },
+});
+
+Deno.test({
+  name: "exec trace: a signal that arrives while held is handed back on detach",
+  ignore: !isRoot,
+  async fn() {
+    const g = await grandchild("exec sleep 34");
+    await new Promise((r) => setTimeout(r, 100));
+    const t = ExecTrace.seize(g.pid);
+    assert.ok(t);
+    Deno.kill(g.pid, "SIGUSR1");
+    const st = await until(t);
+    assert.equal(st.kind, "stopped");
+    assert.ok(st.kind === "stopped" && !st.execd && st.signal === 10, JSON.stringify(st));
+    t.detach(st.kind === "stopped" ? st.signal : 0);
+    const out = await g.rest;
+    // SIGUSR1's default action ended it: the signal was delivered, not swallowed.
+    assert.match(out, /status 138/, out);
+    await g.outer.status;
+  },
+});
+
+Deno.test("exec trace: TERMADA_EXEC_HOLD=freezer turns the ptrace hold off", () => {
+  const had = Deno.env.get("TERMADA_EXEC_HOLD");
+  Deno.env.set("TERMADA_EXEC_HOLD", "freezer");
+  try {
+    assert.equal(mayTrace(), false);
+  } finally {
+    if (had === undefined) Deno.env.delete("TERMADA_EXEC_HOLD");
+    else Deno.env.set("TERMADA_EXEC_HOLD", had);
+  }
+});

@@ -17,7 +17,7 @@
  * A process killed while traced is reaped here (its ptrace link), so its parent sees its end.
  */
 import { errno, LINUX, sys, syscalls } from "../../ffi/mod.ts";
-import { readProcFile } from "../pty/mod.ts";
+import { procStat, readProcFile } from "../pty/mod.ts";
 import { logger } from "../shared/mod.ts";
 
 const log = logger("gate");
@@ -87,10 +87,13 @@ const statusBuf = new Int32Array(1);
 
 export class ExecTrace {
   readonly pid: number;
+  /** Its start time (clock ticks): the same pid later is another process. */
+  readonly #start: number | undefined;
   #attached = true;
 
   private constructor(pid: number) {
     this.pid = pid;
+    this.#start = procStat(pid)?.startTime;
   }
 
   /** Seizes `pid` (it keeps running); undefined when it cannot be traced (the caller falls back). */
@@ -113,8 +116,17 @@ export class ExecTrace {
     const rc = sys().waitpid(this.pid, new Uint8Array(statusBuf.buffer), LINUX.WNOHANG | WALL);
     if (rc === 0) return { kind: "running" };
     if (rc !== this.pid) {
-      // ECHILD: no longer ours to wait for (it is gone).
+      // Not ours to wait for any more: gone, or (never seen) untraced behind our back, when it
+      // must not run on unchecked.
       this.#attached = false;
+      const st = procStat(this.pid);
+      if (st && st.state !== "Z" && st.startTime === this.#start) {
+        log.error("a held exec could not be waited for: killing it", {
+          pid: this.pid,
+          errno: errno(),
+        });
+        sys().kill(this.pid, SIGKILL);
+      }
       return { kind: "gone" };
     }
     const s = statusBuf[0]!;

@@ -85,6 +85,9 @@ Deno.test({
     const cmdline = readProcFile(`/proc/${g.pid}/cmdline`);
     assert.equal(cmdline, "sleep\x0031\x00", "already the new image, held before it ran");
     t.detach();
+    await new Promise((r) => setTimeout(r, 50));
+    const state = /^State:\s+(\S)/m.exec(readProcFile(`/proc/${g.pid}/status`) ?? "")?.[1];
+    assert.equal(state, "S", "running after the detach, not left stopped");
     Deno.kill(g.pid, "SIGTERM");
     assert.match(await g.rest, /status 143/);
     await g.outer.status;

@@ -53,7 +53,10 @@ export const SPOOL_AFTER_MS = 250;
 const PRUNE_EVERY_MS = 2000;
 
 /** The store tables the trail writes (src/store's Store satisfies it). */
-export type TrailStore = Pick<Store, "jobs" | "sessions" | "checkpoint" | "setWriteBehind">;
+export type TrailStore = Pick<
+  Store,
+  "jobs" | "sessions" | "checkpoint" | "setWriteBehind" | "transaction"
+>;
 
 export interface TrailOptions {
   store: TrailStore;
@@ -362,6 +365,38 @@ export class Trail {
     const out = capture?.end() ?? { inline: null, sha256: null };
     let cwd = job.mode === "foreground" ? this.#o.sessionCwd(job.sessionId) : undefined;
     if (cwd !== undefined && this.#storedCwd.get(job.sessionId) === cwd) cwd = undefined;
+    // The job's row and its action's (the gateway settles budgets in onFinished): one commit.
+    try {
+      this.#o.store.transaction(() => this.#storeEnd(job, out, cwd));
+    } catch (err) {
+      log.error("could not store a job's outcome", { job: job.id, error: err });
+    }
+    try {
+      this.#o.recorder.note(actorOfOwner(job.owner), "job.finished", {
+        job_id: job.id,
+        session_id: job.sessionId,
+        status: job.status,
+        ...(job.exitCode === undefined ? {} : { exit_code: job.exitCode }),
+        ...(job.signal === undefined ? {} : { signal: job.signal }),
+        ...(job.reason === undefined ? {} : { reason: job.reason }),
+        duration_ms: job.durationMs,
+        output_bytes: job.buffer.totalBytes,
+      });
+    } catch (err) {
+      log.error("could not audit a job's outcome", { job: job.id, error: err });
+    }
+    this.#schedulePrune(job.owner);
+  }
+
+  /**
+   * Inside the end's transaction: the job's row (a failure is logged and rolls back its own
+   * savepoint only), then onFinished, whose writes join the same commit.
+   */
+  #storeEnd(
+    job: Job,
+    out: { inline: Uint8Array | null; sha256: string | null },
+    cwd?: string,
+  ): void {
     try {
       this.#o.store.jobs.finish(job.id, {
         status: job.status,
@@ -379,21 +414,6 @@ export class Trail {
       log.error("could not store a job's outcome", { job: job.id, error: err });
     }
     this.onFinished?.(job);
-    try {
-      this.#o.recorder.note(actorOfOwner(job.owner), "job.finished", {
-        job_id: job.id,
-        session_id: job.sessionId,
-        status: job.status,
-        ...(job.exitCode === undefined ? {} : { exit_code: job.exitCode }),
-        ...(job.signal === undefined ? {} : { signal: job.signal }),
-        ...(job.reason === undefined ? {} : { reason: job.reason }),
-        duration_ms: job.durationMs,
-        output_bytes: job.buffer.totalBytes,
-      });
-    } catch (err) {
-      log.error("could not audit a job's outcome", { job: job.id, error: err });
-    }
-    this.#schedulePrune(job.owner);
   }
 
   /** Deletes old finished jobs (and their spools) beyond the per-agent count, off the hot path. */

@@ -111,6 +111,7 @@ export async function execGateBench(
         } %; target ≤ +15 %)`,
       );
     }
+    if (!opts.decisionOnly) await breakdown(gated, plain, { env, hide, reps, loops, out });
     const st = gated.control.execGateStats();
     out(
       `    exec decision (notification received → answer sent: target memory, resolve, ` +
@@ -126,6 +127,60 @@ export async function execGateBench(
     await gated[Symbol.asyncDispose]();
     await plain[Symbol.asyncDispose]();
     await Deno.remove(build, { recursive: true }).catch(() => {});
+  }
+}
+
+type Runtime = Awaited<ReturnType<typeof testRuntime>>;
+
+/**
+ * Where the gate's cost per exec goes, on the /bin/true loop, interleaved: the boundary without
+ * the gate (namespaces, cgroup, Landlock), the gate's notification round trip and decision (a
+ * policy without rules: nothing to check after the exec), and the check after the exec.
+ */
+async function breakdown(
+  gated: Runtime,
+  plain: Runtime,
+  o: {
+    env: Record<string, string>;
+    hide: string[];
+    reps: number;
+    loops: number;
+    out: (l: string) => void;
+  },
+): Promise<void> {
+  const mk = (config: Config, missing: string[]) =>
+    testRuntime({
+      policy: policyPort(config, { PATH: o.env.PATH, execGate: () => true }),
+      engine: {
+        env: o.env,
+        record: false,
+        sandbox: { mode: "auto", hide: o.hide, missing: missing as never },
+      },
+    });
+  const noRules = await mk(Config.parse({}), []);
+  const noGate = await mk(Config.parse({}), ["seccomp"]);
+  try {
+    const sides = { off: plain, noGate, noRules, gated } as const;
+    const times: Record<string, number[]> = {};
+    const line = `for i in $(seq ${o.loops}); do /bin/true; done`;
+    for (let r = 0; r < o.reps; r++) {
+      for (const [k, rt] of Object.entries(sides)) {
+        const t0 = performance.now();
+        const j = await rt.engine.run("bench", { command: [line], timeout_ms: 300_000 });
+        (times[k] ??= []).push(performance.now() - t0);
+        if (j.exit_code !== 0) throw new Error(`breakdown: ${JSON.stringify(j).slice(0, 300)}`);
+      }
+    }
+    const us = (k: string) => (pct(times[k]!, 50) / o.loops) * 1000;
+    const d = (a: string, b: string) => `+${(us(a) - us(b)).toFixed(0)} µs`;
+    o.out(
+      `    per /bin/true: off ${us("off").toFixed(0)} µs; the boundary without the gate ` +
+        `${d("noGate", "off")}; the gate's round trip and decision ${d("noRules", "noGate")}; ` +
+        `the check after the exec ${d("gated", "noRules")} (median of ${o.reps}, interleaved)`,
+    );
+  } finally {
+    await noRules[Symbol.asyncDispose]();
+    await noGate[Symbol.asyncDispose]();
   }
 }
 

@@ -2,7 +2,7 @@
  * Reading an age file without decrypting it: armor detection, and which kind of key the header
  * asks for. Cheap and synchronous, so it runs on the caller's thread; the crypto is in the worker.
  */
-import { armor } from "age-encryption";
+import { decodeArmor } from "./armor.ts";
 import { VaultError } from "./errors.ts";
 
 export type VaultProtection = "passphrase" | "identity";
@@ -32,7 +32,7 @@ export function binaryAge(bytes: Uint8Array, path: string): Uint8Array {
       throw corrupt(path, "the armor is not text", err);
     }
     try {
-      return armor.decode(text);
+      return decodeArmor(text);
     } catch (err) {
       throw corrupt(path, `bad ASCII armor (${err instanceof Error ? err.message : err})`, err);
     }

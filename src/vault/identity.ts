@@ -3,8 +3,10 @@
  * new ones. X25519 only: Debian's age 1.1 has no post-quantum keys, and the vault must stay
  * readable with the `age` CLI.
  */
-import { generateX25519Identity, identityToRecipient } from "age-encryption";
 import { badArgument } from "./errors.ts";
+
+/** age-encryption, loaded when a key is first derived or made (it costs ~30 ms of a start). */
+const age = () => import("age-encryption");
 
 const IDENTITY_RE = /^AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}$/;
 const BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l";
@@ -88,13 +90,14 @@ export function parseIdentityFile(text: string): string {
 }
 
 /** The recipient (`age1…`) of an X25519 identity line. */
-export function recipientOf(identity: string): Promise<string> {
+export async function recipientOf(identity: string): Promise<string> {
   checkIdentity(identity);
-  return identityToRecipient(identity);
+  return await (await age()).identityToRecipient(identity);
 }
 
 /** A new X25519 identity line and its recipient, for `vault init --identity`. */
 export async function generateIdentity(): Promise<{ identity: string; recipient: string }> {
+  const { generateX25519Identity, identityToRecipient } = await age();
   const identity = await generateX25519Identity();
   return { identity, recipient: await identityToRecipient(identity) };
 }

@@ -35,6 +35,8 @@ export interface ProcStat {
   session: number;
   ttyNr: number;
   tpgid: number;
+  /** Threads in its process (1: the pid is the process's only thread, so its leader). */
+  threads: number;
   /** Start time in clock ticks since boot: with the pid, identifies a process across exec. */
   startTime: number;
 }
@@ -56,6 +58,7 @@ export function procStat(pid: number): ProcStat | undefined {
     session: Number(rest[3]),
     ttyNr: Number(rest[4]),
     tpgid: Number(rest[5]),
+    threads: Number(rest[17]),
     startTime: Number(rest[19]),
   };
 }

@@ -48,15 +48,15 @@ let traceable: boolean | undefined;
 
 /**
  * Whether the daemon may hold execs with ptrace: Linux on x86_64/aarch64 with CAP_SYS_PTRACE in
- * the daemon's effective set. `TERMADA_EXEC_HOLD=freezer` forces the freezer hold (tests, and
+ * the daemon's effective set. `TERMADA_EXEC_HOLD=freezer` (read once) forces the freezer hold (tests, and
  * an escape hatch should a kernel's ptrace misbehave).
  */
 export function mayTrace(): boolean {
-  if (forcedFreezer()) return false;
   if (traceable !== undefined) return traceable;
   traceable = false;
   try {
     if (Deno.build.os !== "linux" || !syscalls()) return traceable;
+    if (!traceHoldWanted(Deno.env.get("TERMADA_EXEC_HOLD"))) return traceable;
     const status = readProcFile("/proc/self/status") ?? "";
     const hex = /^CapEff:\s*([0-9a-f]+)/m.exec(status)?.[1];
     if (hex === undefined) return traceable;
@@ -70,12 +70,9 @@ export function mayTrace(): boolean {
   return traceable;
 }
 
-function forcedFreezer(): boolean {
-  try {
-    return Deno.env.get("TERMADA_EXEC_HOLD") === "freezer";
-  } catch {
-    return false;
-  }
+/** Whether `TERMADA_EXEC_HOLD` (read once, at the gate's first hold) leaves the ptrace hold on. */
+export function traceHoldWanted(value: string | undefined): boolean {
+  return value !== "freezer";
 }
 
 function ptrace(request: number, pid: number, addr: bigint, data: bigint): number {
@@ -91,16 +88,19 @@ export class ExecTrace {
   readonly #start: number | undefined;
   #attached = true;
 
-  private constructor(pid: number) {
+  private constructor(pid: number, startTime: number | undefined) {
     this.pid = pid;
-    this.#start = procStat(pid)?.startTime;
+    this.#start = startTime;
   }
 
-  /** Seizes `pid` (it keeps running); undefined when it cannot be traced (the caller falls back). */
-  static seize(pid: number): ExecTrace | undefined {
+  /**
+   * Seizes `pid` (it keeps running); undefined when it cannot be traced (the caller falls back).
+   * `startTime`: its /proc start time, when the caller has read it already.
+   */
+  static seize(pid: number, startTime?: number): ExecTrace | undefined {
     const opts = BigInt(PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL);
     if (ptrace(PTRACE_SEIZE, pid, 0n, opts) !== 0) return undefined;
-    return new ExecTrace(pid);
+    return new ExecTrace(pid, startTime ?? procStat(pid)?.startTime);
   }
 
   /** Asks it to stop at its next return to user space (after the execve it is in). */

@@ -202,12 +202,12 @@ export class ExecGate<C> {
    * reported. A failed exec (same image as before) is let go.
    */
   #allowVerified(a: Attached<C>, n: Notification, ev: ExecEvent, hold: ExecHold): void {
-    const ids = procIds(n.pid);
-    // The cheap hold: traced (see ExecTrace) when the daemon may, the exec'ing thread leads its
-    // process (a thread that execs takes its leader's pid) and the daemon is not its parent
-    // (whose own wait must keep seeing its child's end).
-    if (ids && ids.tgid === n.pid && ids.ppid !== Deno.pid && mayTrace()) {
-      const t = ExecTrace.seize(n.pid);
+    // The cheap hold: traced (see ExecTrace) when the daemon may, the exec'ing thread is its
+    // process's only one (a thread that execs takes its leader's pid) and the daemon is not its
+    // parent (whose own wait must keep seeing its child's end). One /proc read tells all three.
+    const st = procStat(n.pid);
+    if (st && st.threads === 1 && st.ppid !== Deno.pid && mayTrace()) {
+      const t = ExecTrace.seize(n.pid, st.startTime);
       if (t) {
         this.#tracedCount++;
         if (!a.listener.allow(n.id)) {
@@ -219,7 +219,7 @@ export class ExecGate<C> {
         return;
       }
     }
-    const tgid = ids?.tgid ?? n.pid;
+    const tgid = tgidOf(n.pid) ?? n.pid;
     // A new image has a new stack: how a successful exec is told from a failed one.
     const before = stackStart(tgid);
     try {
@@ -752,13 +752,11 @@ function imageMismatch(tgid: number, ev: ExecEvent): string | undefined {
   return undefined;
 }
 
-/** A thread's process id and parent, from one read of its status; undefined once it is gone. */
-function procIds(pid: number): { tgid: number; ppid: number } | undefined {
+function tgidOf(pid: number): number | undefined {
   const status = procStatus(pid);
   if (status === undefined) return undefined;
   const tgid = statusField(status, "Tgid");
-  if (tgid === "") return undefined;
-  return { tgid: Number(tgid), ppid: Number(statusField(status, "PPid")) };
+  return tgid === "" ? undefined : Number(tgid);
 }
 
 const statusBuf = new Uint8Array(16384);

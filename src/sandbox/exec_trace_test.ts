@@ -44,6 +44,17 @@ async function until(trace: ExecTrace, ms = 5_000): Promise<TraceStop> {
   }
 }
 
+/** Detaches `t` and checks its process runs on (asleep in its sleep, not stopped), then ends it. */
+async function detachedRunsOn(t: ExecTrace, g: Awaited<ReturnType<typeof grandchild>>) {
+  t.detach();
+  await new Promise((r) => setTimeout(r, 50));
+  const state = /^State:\s+(\S)/m.exec(readProcFile(`/proc/${g.pid}/status`) ?? "")?.[1];
+  assert.equal(state, "S", "running after the detach, not left stopped");
+  Deno.kill(g.pid, "SIGTERM");
+  assert.match(await g.rest, /status 143/);
+  await g.outer.status;
+}
+
 Deno.test({
   name: "exec trace: a seized process stops at the interrupt, is let go and keeps running",
   ignore: !isRoot,
@@ -57,13 +68,7 @@ Deno.test({
     t.interrupt();
     const st = await until(t);
     assert.deepEqual(st, { kind: "stopped", execd: false, signal: 0 });
-    t.detach();
-    await new Promise((r) => setTimeout(r, 50));
-    const state = /^State:\s+(\S)/m.exec(readProcFile(`/proc/${g.pid}/status`) ?? "")?.[1];
-    assert.equal(state, "S", "running (asleep in sleep), not stopped");
-    Deno.kill(g.pid, "SIGTERM");
-    assert.match(await g.rest, /status 143/);
-    await g.outer.status;
+    await detachedRunsOn(t, g);
   },
 });
 
@@ -85,13 +90,7 @@ Deno.test({
     assert.deepEqual(st, { kind: "stopped", execd: true, signal: 0 });
     const cmdline = readProcFile(`/proc/${g.pid}/cmdline`);
     assert.equal(cmdline, "sleep\x0031\x00", "already the new image, held before it ran");
-    t.detach();
-    await new Promise((r) => setTimeout(r, 50));
-    const state = /^State:\s+(\S)/m.exec(readProcFile(`/proc/${g.pid}/status`) ?? "")?.[1];
-    assert.equal(state, "S", "running after the detach, not left stopped");
-    Deno.kill(g.pid, "SIGTERM");
-    assert.match(await g.rest, /status 143/);
-    await g.outer.status;
+    await detachedRunsOn(t, g);
   },
 });
 

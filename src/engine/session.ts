@@ -127,6 +127,8 @@ export interface Spawned {
   /** Its processes (local only: a server's are out of reach). */
   scope?: ProcessScope;
   detach(): void;
+  /** Boundary steps its launcher reported as failed (`step: error`), for error hints. */
+  problems?: readonly string[];
 }
 
 export class Session {
@@ -253,9 +255,14 @@ export class Session {
     const first = await within(s.#ready.promise.then(() => "ready" as const), opts.startTimeoutMs);
     if (first === undefined || s.state === "closed") {
       const tail = new TextDecoder().decode(s.ring.snapshot().slice(-300));
+      // What the boundary could not set up (a half-built mount namespace hides the shell's own
+      // rc file: it then shows the system's prompt, not ours) says why, where there is a why.
+      const problems = s.#spawned?.problems ?? [];
       await s.close("shell did not start");
       throw new TermadaError("INTERNAL", `Shell ${opts.shell} did not show its prompt`, {
-        hint: `Last output: ${JSON.stringify(tail)}`,
+        hint: `Last output: ${JSON.stringify(tail)}${
+          problems.length > 0 ? `; the session's boundary reported: ${problems.join("; ")}` : ""
+        }`,
       });
     }
     return s;

@@ -64,6 +64,24 @@ export interface LaunchReady {
   proc?: { error: string };
 }
 
+/** The boundary steps a launcher reported as failed, as `step: error` lines (empty: none). */
+export function launchProblems(r: LaunchReady | undefined): string[] {
+  if (!r) return [];
+  const out: string[] = [];
+  const add = (step: string, v: unknown) => {
+    if (v && typeof v === "object" && "error" in v) {
+      out.push(`${step}: ${(v as { error: string }).error}`);
+    }
+  };
+  add("landlock", r.landlock);
+  add("mounts", r.mounts);
+  add("seccomp", r.seccomp);
+  add("cgroup", r.cgroup);
+  add("terminal", r.terminal);
+  add("proc", r.proc);
+  return out;
+}
+
 /** Sent instead when setup or exec failed: the launcher exits right after. */
 export interface LaunchFailed {
   ready: false;

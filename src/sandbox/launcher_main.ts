@@ -31,7 +31,7 @@ import {
 } from "../../ffi/mod.ts";
 import { dropPrivileges } from "./drop.ts";
 import { applyLandlock } from "./landlock.ts";
-import { canMount, hideWithMounts, privateProc, privateTerminal } from "./mounts.ts";
+import { canMount, HalfCovered, hideWithMounts, privateProc, privateTerminal } from "./mounts.ts";
 import { installExecFilter } from "./seccomp.ts";
 import {
   LAUNCH_FD,
@@ -191,6 +191,7 @@ export function runLauncher(): never {
       allow = [];
       how = "mounts";
     } catch (err) {
+      if (err instanceof HalfCovered) fail("mounts", message(err));
       ready.mounts = { error: message(err) };
     }
     if (how === "mounts") reenterCwd();

@@ -96,12 +96,30 @@ export function hideWithMounts(hide: readonly string[], allow: readonly string[]
   const libc = sys();
   if (libc.unshare(LINUX.CLONE_NEWNS) !== 0) throw new SysError("unshare(CLONE_NEWNS)", errno());
   mount(null, "/", null, LINUX.MS_REC | LINUX.MS_PRIVATE);
+  try {
+    return cover(hide, allow);
+  } catch (err) {
+    // Some covers may be in place and not the paths bound back below them: Landlock hiding on
+    // top of that half-built view would leave the session without its own files. Not degraded.
+    throw new HalfCovered(err instanceof Error ? err.message : String(err));
+  }
+}
+
+/** The mount namespace was made and partly covered when a step failed: the launch must end. */
+export class HalfCovered extends Error {
+  override name = "HalfCovered";
+}
+
+function cover(hide: readonly string[], allow: readonly string[]): string[] {
+  const libc = sys();
   // Hold the paths to keep before anything is covered (in the new namespace: a bind source
   // must be one of its own mounts).
   const keep: { path: string; fd: number }[] = [];
   for (const a of allow) {
     const fd = libc.open(cstr(a), LINUX.O_PATH | O_DIRECTORY | LINUX.O_CLOEXEC, 0);
     if (fd >= 0) keep.push({ path: a, fd });
+    // Gone is nothing to keep; there but not openable would be covered with the rest.
+    else if (errno() !== LINUX.ENOENT) throw new SysError(`open ${a}`, errno());
   }
   try {
     const hidden: string[] = [];

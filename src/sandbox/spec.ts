@@ -85,7 +85,16 @@ export function launchProblems(r: LaunchReady | undefined): string[] {
 /** Sent instead when setup or exec failed: the launcher exits right after. */
 export interface LaunchFailed {
   ready: false;
-  step: "spec" | "cgroup" | "cwd" | "terminal" | "user" | "landlock" | "seccomp" | "exec";
+  step:
+    | "spec"
+    | "cgroup"
+    | "cwd"
+    | "mounts"
+    | "terminal"
+    | "user"
+    | "landlock"
+    | "seccomp"
+    | "exec";
   error: string;
   errno?: number;
 }

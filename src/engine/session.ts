@@ -37,7 +37,7 @@ import {
   typedCommand,
 } from "../shell/mod.ts";
 import { type Clock, logger, randomHex, TermadaError, within } from "../shared/mod.ts";
-import { nowTicks, type ProcessScope } from "../sandbox/mod.ts";
+import { launchProblems, type LaunchReady, nowTicks, type ProcessScope } from "../sandbox/mod.ts";
 import { InputWatcher } from "./input.ts";
 import { waitDone } from "./oneshot.ts";
 import type { Job } from "./job.ts";
@@ -127,8 +127,8 @@ export interface Spawned {
   /** Its processes (local only: a server's are out of reach). */
   scope?: ProcessScope;
   detach(): void;
-  /** Boundary steps its launcher reported as failed (`step: error`), for error hints. */
-  problems?: readonly string[];
+  /** What its launcher reported (local sessions in the boundary): its failed steps go in hints. */
+  report?: LaunchReady;
 }
 
 export class Session {
@@ -257,7 +257,7 @@ export class Session {
       const tail = new TextDecoder().decode(s.ring.snapshot().slice(-300));
       // What the boundary could not set up (a half-built mount namespace hides the shell's own
       // rc file: it then shows the system's prompt, not ours) says why, where there is a why.
-      const problems = s.#spawned?.problems ?? [];
+      const problems = launchProblems(s.#spawned?.report);
       await s.close("shell did not start");
       throw new TermadaError("INTERNAL", `Shell ${opts.shell} did not show its prompt`, {
         hint: `Last output: ${JSON.stringify(tail)}${

@@ -118,13 +118,11 @@ export class ExecTrace {
     if (rc !== this.pid) {
       // Not ours to wait for any more: gone, or (never seen) untraced behind our back, when it
       // must not run on unchecked.
+      const why = errno();
       this.#attached = false;
       const st = procStat(this.pid);
       if (st && st.state !== "Z" && st.startTime === this.#start) {
-        log.error("a held exec could not be waited for: killing it", {
-          pid: this.pid,
-          errno: errno(),
-        });
+        log.error("a held exec could not be waited for: killing it", { pid: this.pid, errno: why });
         sys().kill(this.pid, SIGKILL);
       }
       return { kind: "gone" };

@@ -44,6 +44,16 @@ async function until(trace: ExecTrace, ms = 5_000): Promise<TraceStop> {
   }
 }
 
+/** A grandchild running `script`, given a moment to get there, then seized and stopped. */
+async function heldAtInterrupt(script: string) {
+  const g = await grandchild(script);
+  await new Promise((r) => setTimeout(r, 100)); // let it exec its program
+  const t = ExecTrace.seize(g.pid);
+  assert.ok(t, "seized");
+  t.interrupt();
+  return { g, t, stop: await until(t) };
+}
+
 /** Detaches `t` and checks its process runs on (asleep in its sleep, not stopped), then ends it. */
 async function detachedRunsOn(t: ExecTrace, g: Awaited<ReturnType<typeof grandchild>>) {
   t.detach();
@@ -61,13 +71,8 @@ Deno.test({
   async fn() {
     // Root has CAP_SYS_PTRACE: on unless the environment asks for the freezer.
     assert.equal(mayTrace(), traceHoldWanted(Deno.env.get("TERMADA_EXEC_HOLD")));
-    const g = await grandchild("exec sleep 30");
-    await new Promise((r) => setTimeout(r, 100)); // let it exec sleep
-    const t = ExecTrace.seize(g.pid);
-    assert.ok(t, "seized");
-    t.interrupt();
-    const st = await until(t);
-    assert.deepEqual(st, { kind: "stopped", execd: false, signal: 0 });
+    const { g, t, stop } = await heldAtInterrupt("exec sleep 30");
+    assert.deepEqual(stop, { kind: "stopped", execd: false, signal: 0 });
     await detachedRunsOn(t, g);
   },
 });
@@ -98,12 +103,7 @@ Deno.test({
   name: "exec trace: a killed traced process is reaped, so its parent sees it end",
   ignore: !isRoot,
   async fn() {
-    const g = await grandchild("exec sleep 32");
-    await new Promise((r) => setTimeout(r, 100));
-    const t = ExecTrace.seize(g.pid);
-    assert.ok(t);
-    t.interrupt();
-    await until(t);
+    const { g, t } = await heldAtInterrupt("exec sleep 32");
     t.kill();
     // The outer sh's wait returns: 128 + SIGKILL.
     assert.match(await g.rest, /status 137/);
@@ -117,17 +117,9 @@ Deno.test({
     "exec trace: a process traced already (strace, gdb) cannot be seized: the caller falls back",
   ignore: !isRoot,
   async fn() {
-    const g = await grandchild("exec sleep 33");
-    await new Promise((r) => setTimeout(r, 100));
-    const first = ExecTrace.seize(g.pid);
-    assert.ok(first);
+    const { g, t } = await heldAtInterrupt("exec sleep 33");
     assert.equal(ExecTrace.seize(g.pid), undefined);
-    first.interrupt();
-    await until(first);
-    first.detach();
-    Deno.kill(g.pid, "SIGTERM");
-    await g.rest;
-    await g.outer.status;
+    await detachedRunsOn(t, g);
   },
 });
 

@@ -205,8 +205,8 @@ export class ExecGate<C> {
     // The cheap hold: traced (see ExecTrace) when the daemon may, the exec'ing thread is its
     // process's only one (a thread that execs takes its leader's pid) and the daemon is not its
     // parent (whose own wait must keep seeing its child's end). One /proc read tells all three.
-    const st = procStat(n.pid);
-    if (st && st.threads === 1 && st.ppid !== Deno.pid && mayTrace()) {
+    const st = mayTrace() ? procStat(n.pid) : undefined;
+    if (st && st.threads === 1 && st.ppid !== Deno.pid) {
       const t = ExecTrace.seize(n.pid, st.startTime);
       if (t) {
         this.#tracedCount++;
@@ -269,11 +269,7 @@ export class ExecGate<C> {
       if (later && performance.now() >= until) {
         a.pending--;
         t.kill();
-        this.#onRace?.(
-          ev,
-          a.ctx,
-          "the exec did not reach its first instruction in time to be checked",
-        );
+        this.#onRace?.(ev, a.ctx, TOO_SLOW);
         return;
       }
       if (later || performance.now() >= until) break;
@@ -312,7 +308,7 @@ export class ExecGate<C> {
     frozen: boolean,
   ): void {
     let found: string | undefined;
-    if (!frozen) found = "the exec did not reach its first instruction in time to be checked";
+    if (!frozen) found = TOO_SLOW;
     else if (stackStart(tgid) !== before) {
       // It exec'd (a failed exec keeps its image and is simply let go).
       found = imageMismatch(tgid, ev);
@@ -738,6 +734,9 @@ export function readExec(n: Notification, first: boolean): ExecEvent {
   }
   return ev;
 }
+
+/** Why a held exec was killed when it did not stop before its first instruction in time. */
+const TOO_SLOW = "the exec did not reach its first instruction in time to be checked";
 
 /** What an exec'd process runs now, against what was allowed; undefined when they agree. */
 function imageMismatch(tgid: number, ev: ExecEvent): string | undefined {

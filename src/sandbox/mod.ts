@@ -24,6 +24,7 @@ export {
 } from "./gate.ts";
 export { type FileIdentity, fileIdentity, programDirs } from "./identity.ts";
 export { runLauncher } from "./launcher_main.ts";
+export { launchProblems, type LaunchReady } from "./spec.ts";
 export { runAsForDaemon, type RunAsSpec, type RunAsUser } from "./run_as.ts";
 export { nowTicks, ProcessScope } from "./scope.ts";
 export { type EscalateResult, type Survivor } from "./reaper.ts";

@@ -32,7 +32,7 @@ import { becomeSubreaper } from "./reaper.ts";
 import { ProcessScope } from "./scope.ts";
 import { type RunAsUser, SETPRIV, setprivArgv } from "./run_as.ts";
 import { notifySupported } from "./seccomp.ts";
-import { launchProblems, type LaunchReady, type LaunchSpec } from "./spec.ts";
+import type { LaunchReady, LaunchSpec } from "./spec.ts";
 
 const log = logger("sandbox");
 
@@ -103,8 +103,6 @@ export interface Spawned {
   /** Stops watching execs (they fail from now on); idempotent. */
   detach(): void;
   report: LaunchReady | undefined;
-  /** What of the boundary it reported as failed (see launchProblems). */
-  problems: string[];
 }
 
 interface GateCtx<C> {
@@ -292,13 +290,7 @@ export class Sandbox<C> {
         runAs ? { ...req, argv: setprivArgv(runAs, requireSetpriv(req.argv)) } : req,
       );
       if (runAs) handTerminal(pty, runAs);
-      return {
-        pty,
-        scope: new ProcessScope(pty.pid),
-        detach() {},
-        report: undefined,
-        problems: [],
-      };
+      return { pty, scope: new ProcessScope(pty.pid), detach() {}, report: undefined };
     }
     const spec: LaunchSpec = {
       v: 1,
@@ -346,13 +338,7 @@ export class Sandbox<C> {
         (fd, tty) => pty.adoptMaster(fd, tty),
       );
       this.#noteReport(report);
-      return {
-        pty,
-        scope,
-        detach: () => handle?.close(),
-        report,
-        problems: launchProblems(report),
-      };
+      return { pty, scope, detach: () => handle?.close(), report };
     } catch (err) {
       handle?.close();
       await pty.close({ graceMs: 0 });

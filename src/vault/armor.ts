@@ -8,6 +8,8 @@
  * or CRLF line ends. Anything else throws, saying what is wrong.
  */
 
+import { decodeBase64, encodeBase64 } from "../shared/mod.ts";
+
 const BEGIN = "-----BEGIN AGE ENCRYPTED FILE-----";
 const END = "-----END AGE ENCRYPTED FILE-----";
 const LINE = 64;
@@ -34,14 +36,13 @@ export function decodeArmor(text: string): Uint8Array {
     throw new Error(`armor line ${body.length + 1} is not a valid last base64 line`);
   }
   const b64 = body.join("");
-  let bin: string;
+  let bytes: Uint8Array;
   try {
-    bin = atob(b64);
+    bytes = decodeBase64(b64);
   } catch {
     throw new Error("the armor is not valid base64");
   }
-  const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
   // Canonical only: the unused bits of the last character must be zero (one encoding per file).
-  if (btoa(bin) !== b64) throw new Error("the armor's base64 is not canonical");
+  if (encodeBase64(bytes) !== b64) throw new Error("the armor's base64 is not canonical");
   return bytes;
 }

@@ -43,9 +43,11 @@ interface ToolErr {
 }
 const shown = (v: unknown) => JSON.stringify(v)?.slice(0, 1500);
 const nowS = () => Math.floor(Date.now() / 1000);
-/** A strong static token (strict mode: ≥ 32 characters, ≥ 16 distinct, several classes). */
-// Strict mode wants 16 distinct characters: random hex alone can fall short (a CI flake), so a
-// fixed run of 16 distinct letters guarantees it; the UUID keeps tokens unique.
+/**
+ * A strong static token (strict mode: ≥ 32 characters, ≥ 16 distinct, several classes). The fixed
+ * run of 16 distinct letters guarantees the distinct count (random hex alone fell short now and
+ * then, a CI flake); the UUID keeps tokens unique.
+ */
 const strongToken = (name: string) => `${name}-Tk7-GHIJKLMNOPQRSTUV-${crypto.randomUUID()}`;
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 const fileHash = async (path: string) => sha256(await Deno.readFile(path));

@@ -225,7 +225,11 @@ export class Control {
     engine.guardExec(
       (ev, ctx) => this.#gateway.admitProgram(ev, ctx, (job, c) => this.#approvals.askExec(job, c)),
       (ev, ctx, found) => this.#gateway.programRaced(ev, ctx, found),
+      (ctx) => this.#gateway.execFastPath(ctx),
     );
+    // What the gate's thread decides alone depends on the rules and on stop-all: both reach it.
+    this.#gateway.watchBarrier((up) => engine.sandbox.barrier(up));
+    o.policy.onReload?.(() => engine.sandbox.policyChanged());
     engine.observe({
       jobCreated: (job) => {
         if (job.owner.startsWith("operator:")) this.#trail.operatorJob(job);
@@ -240,6 +244,11 @@ export class Control {
   /** The exec gate's counters and decision latency (bench, diagnostics). */
   execGateStats(): GateStats {
     return this.#engine.sandbox.gateStats();
+  }
+
+  /** The session boundary (diagnostics and tests: where execs are answered, injection). */
+  get sandbox(): Engine["sandbox"] {
+    return this.#engine.sandbox;
   }
 
   /** Jobs waiting for an operator (missions show theirs). */

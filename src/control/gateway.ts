@@ -6,7 +6,7 @@
  * fleet, forwards, plugins) pass the same gate.
  */
 import type { DecisionRecord } from "../audit/mod.ts";
-import type { ExecAnswer, ExecContext, ExecEvent, Job } from "../engine/mod.ts";
+import type { ExecAnswer, ExecContext, ExecEvent, ExecFastPath, Job } from "../engine/mod.ts";
 import { type Clock, logger, newId, systemClock, TermadaError } from "../shared/mod.ts";
 import type { BudgetLedger, BudgetOutcome, BudgetRule } from "../governance/mod.ts";
 import type { ResourceSubject } from "../policy/mod.ts";
@@ -56,6 +56,13 @@ export interface ExecFacts {
 export interface PolicyPort {
   /** Decides one program at its execve (the exec gate); absent: every exec is allowed. */
   decideExec?(agent: string, exec: ExecFacts): PolicyVerdict;
+  /**
+   * What the exec gate's own thread may decide alone for `agent` (src/sandbox/fast_path.ts): it
+   * must give decideExec's answers. Undefined: every exec is asked here. Valid until `onReload`.
+   */
+  execFastPath?(agent: string): ExecFastPath | undefined;
+  /** Calls `fn` whenever the rules change (a policy reload): exec fast paths are stale then. */
+  onReload?(fn: () => void): void;
   /** The policy's standing answer for a prompt (`auto_answer`), if any. */
   autoAnswer?(agent: string, prompt: string): string | undefined;
   /** `env`: variables the command gets (LD_PRELOAD and friends are part of what runs). */
@@ -210,6 +217,7 @@ export class Gateway {
   readonly #o: GatewayOptions;
   readonly #clock: Clock;
   #barrierUntil = 0;
+  #onBarrier: ((up: boolean) => void) | undefined;
   /** Jobs admitted with an action row, until their end is settled. */
   readonly #admittedJobs = new Set<string>();
 
@@ -414,6 +422,8 @@ export class Gateway {
     if (this.stopped) {
       d = { action: "deny", reason: "stop-all barrier: nothing new starts" };
     } else {
+      // A barrier that ran out lifts here too (the gate thread asks while one is up).
+      if (this.#barrierUntil !== 0) this.lowerBarrier();
       d = this.#o.policy.decideExec?.(ctx.owner, facts) ??
         { action: "allow", reason: "no exec policy" };
       if (d.action === "allow" && ev.truncated && d.verify) {
@@ -739,10 +749,27 @@ export class Gateway {
   /** Refuses new admissions (STOPPED) for `ms`. */
   raiseBarrier(ms: number): void {
     this.#barrierUntil = this.#clock.now() + ms;
+    this.#onBarrier?.(true);
   }
 
   lowerBarrier(): void {
     this.#barrierUntil = 0;
+    this.#onBarrier?.(false);
+  }
+
+  /** Tells `fn` when the stop-all barrier rises and lifts (the exec gate's thread asks here). */
+  watchBarrier(fn: (up: boolean) => void): void {
+    this.#onBarrier = fn;
+  }
+
+  /**
+   * What the exec gate's thread may allow alone for `ctx`'s agent (its snapshot of the rules):
+   * all when there is no exec policy; none while the stop-all barrier is up.
+   */
+  execFastPath(ctx: ExecContext): ExecFastPath | undefined {
+    const p = this.#o.policy;
+    if (!p.decideExec) return { allowAll: true };
+    return p.execFastPath?.(ctx.owner);
   }
 
   #stoppedError(): TermadaError {

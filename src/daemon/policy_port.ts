@@ -13,6 +13,8 @@ import { basename } from "node:path";
 import { type BudgetEntry, type Config, policyFor } from "../config/mod.ts";
 import type { BudgetRule } from "../governance/mod.ts";
 import type { ExecFacts, PolicyPort, PolicyVerdict } from "../control/mod.ts";
+import type { ExecFastPath } from "../engine/mod.ts";
+import { execNames } from "../policy/exec_names.ts";
 import {
   ALLOWED_AT_EXEC,
   classifyRisk,
@@ -215,18 +217,7 @@ export function policyPort(
     }
     return idx;
   };
-  const namesOf = (
-    idx: Map<string, Set<string>>,
-    path: string,
-    argv0: string | undefined,
-    sha?: string,
-  ) => {
-    const names = new Set<string>();
-    if (path !== "") names.add(basename(path));
-    if (argv0) names.add(basename(argv0));
-    if (sha) { for (const n of idx.get(sha) ?? []) names.add(n); }
-    return [...names];
-  };
+  const namesOf = execNames;
   /**
    * What the exec gate asks for at every execve, per rules object (one per configured policy; a
    * reload brings new ones): looked up once per exec instead of one by one.
@@ -267,9 +258,27 @@ export function policyPort(
     }
     return m.get(kind);
   };
+  const fastPaths = new WeakMap<object, ExecFastPath | null>();
+  const reloaded: (() => void)[] = [];
   return {
     reload: (next: Config) => {
       config = next;
+      for (const fn of reloaded) fn();
+    },
+    onReload: (fn: () => void) => void reloaded.push(fn),
+    execFastPath: (agent: string) => {
+      const rules = policyFor(config, agent);
+      let f = fastPaths.get(rules);
+      if (f === undefined) {
+        // decideAtExec's answers without a rule run: see src/sandbox/fast_path.ts.
+        const { c, structured, idx } = execRulesOf(agent);
+        f = structured ? null : c.deny.length + c.confirm.length === 0 ? { allowAll: true } : {
+          prefixes: [...c.deny, ...c.confirm].map((g) => g.prefix),
+          idx,
+        };
+        fastPaths.set(rules, f);
+      }
+      return f ?? undefined;
     },
     allBudgets: () =>
       Object.entries(config.policies).flatMap(([policy, rules]) =>

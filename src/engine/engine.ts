@@ -10,6 +10,7 @@ import { type PtySpawnOptions, sharedPoller } from "../pty/mod.ts";
 import {
   type ExecAnswer,
   type ExecEvent,
+  type ExecFastPath,
   type ExecGateMode,
   type Feature,
   type RunAsUser,
@@ -109,6 +110,8 @@ export interface SandboxSettings {
   missing?: readonly Feature[];
   /** Become the child subreaper and reap adopted orphans (the daemon only). */
   subreaper?: boolean;
+  /** Answer execs on the gate's own thread (default: unless TERMADA_GATE_THREAD=off). */
+  gateThread?: boolean;
 }
 
 /** Whose program is at the exec gate: its session, owner, and the job running there now. */
@@ -138,6 +141,8 @@ export class Engine {
   #observers: EngineObservers = {};
   #closed = false;
   #execPolicy: ExecPolicy = () => ({ allow: true });
+  /** What the gate's thread may decide alone: the default policy allows everything. */
+  #execFastPath: (ctx: ExecContext) => ExecFastPath | undefined = () => ({ allowAll: true });
   #execRace: (ev: ExecEvent, ctx: ExecContext, found: string) => void = () => {};
   readonly sandbox: Sandbox<ExecContext>;
 
@@ -155,8 +160,12 @@ export class Engine {
       hide: options.sandbox?.hide ?? [],
       missing: options.sandbox?.missing,
       subreaper: options.sandbox?.subreaper,
+      ...(options.sandbox?.gateThread !== undefined
+        ? { gateThread: options.sandbox.gateThread }
+        : {}),
       ...(options.runAs ? { runAs: options.runAs } : {}),
       decide: (ev, ctx) => this.#execPolicy(ev, ctx),
+      fastPath: (ctx) => this.#execFastPath(ctx),
       onRace: (ev, ctx, found) => this.#execRace(ev, ctx, found),
     });
     this.registry = new Registry(this.limits, this.clock);
@@ -182,12 +191,17 @@ export class Engine {
     });
   }
 
-  /** Sets what decides each exec of a session's processes (once, by control). */
+  /**
+   * Sets what decides each exec of a session's processes (once, by control), and what of that
+   * the gate's own thread may decide alone (it must agree with `policy`; absent: nothing).
+   */
   guardExec(
     policy: ExecPolicy,
     onRace?: (ev: ExecEvent, ctx: ExecContext, found: string) => void,
+    fastPath?: (ctx: ExecContext) => ExecFastPath | undefined,
   ): void {
     this.#execPolicy = policy;
+    this.#execFastPath = fastPath ?? (() => undefined);
     if (onRace) this.#execRace = onRace;
   }
 

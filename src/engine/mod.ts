@@ -18,6 +18,7 @@ export {
 export type {
   ExecAnswer,
   ExecEvent,
+  ExecFastPath,
   ExecGateMode,
   Feature,
   GateStats,

@@ -13,6 +13,7 @@ import {
 import { compileRegex, type LinearRegex } from "../shared/mod.ts";
 import { type CompiledGlob, compileGlob, matchEvery, matchSome, mayMatchLiteral } from "./glob.ts";
 import { literalWord, subjectOf } from "./_words.ts";
+import { wordsStartWith } from "./exec_names.ts";
 import type { ResourceRules } from "./resource.ts";
 
 export type PolicyAction = "allow" | "deny" | "confirm";
@@ -316,26 +317,6 @@ export function execMayMatch(
     }
   }
   return false;
-}
-
-/** `[name, ...args].join(" ").startsWith(prefix)`, without joining. */
-function wordsStartWith(name: string, args: readonly string[], prefix: string): boolean {
-  let at = 0;
-  for (let w = 0; at < prefix.length; w++) {
-    if (w > 0) {
-      if (w > args.length || prefix.charCodeAt(at) !== 0x20) return false;
-      at++;
-    }
-    const word = w === 0 ? name : args[w - 1]!;
-    const n = Math.min(word.length, prefix.length - at);
-    for (let i = 0; i < n; i++) {
-      if (word.charCodeAt(i) !== prefix.charCodeAt(at + i)) return false;
-    }
-    at += n;
-    // A shorter word ends here: the prefix must go on with the next word's space.
-    if (n < word.length) return true;
-  }
-  return true;
 }
 
 /**

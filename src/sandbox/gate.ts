@@ -108,6 +108,62 @@ export interface GateStats {
 }
 
 const SAMPLES = 4096;
+/** decisions, allowed, denied, samples taken, verified, traced (float64 each). */
+const COUNTS = 6;
+
+/**
+ * The gate's counters and its last SAMPLES decision and verify times, in one buffer: a
+ * SharedArrayBuffer when the gate runs on its own thread (gate_thread.ts), so that the daemon's
+ * thread reads them without asking. One writer per buffer; a reader may see a count one behind.
+ */
+export class GateCounters {
+  static readonly BYTES = 8 * (COUNTS + 2 * SAMPLES);
+  readonly buffer: ArrayBufferLike;
+  readonly counts: Float64Array;
+  readonly samples: Float64Array;
+  readonly verifySamples: Float64Array;
+
+  constructor(buffer: ArrayBufferLike = new ArrayBuffer(GateCounters.BYTES)) {
+    this.buffer = buffer;
+    this.counts = new Float64Array(buffer, 0, COUNTS);
+    this.samples = new Float64Array(buffer, 8 * COUNTS, SAMPLES);
+    this.verifySamples = new Float64Array(buffer, 8 * (COUNTS + SAMPLES), SAMPLES);
+  }
+}
+
+const DECISIONS = 0, ALLOWED = 1, DENIED = 2, SAMPLED = 3, VERIFIED = 4, TRACED = 5;
+
+/** The stats of one or more gates (the daemon's thread's and the gate thread's), together. */
+export function gateStats(all: readonly GateCounters[]): GateStats {
+  const pct = (pick: (c: GateCounters) => Float64Array, count: number) => {
+    const values: number[] = [];
+    for (const c of all) {
+      const n = Math.min(c.counts[count]!, SAMPLES);
+      values.push(...pick(c).subarray(0, n));
+    }
+    values.sort((a, b) => a - b);
+    const n = values.length;
+    const q = (p: number) => n === 0 ? 0 : values[Math.min(n - 1, Math.floor(p * n))]!;
+    return [Math.round(q(0.5) * 10000) / 10, Math.round(q(0.99) * 10000) / 10] as const;
+  };
+  const sum = (i: number) => all.reduce((s, c) => s + c.counts[i]!, 0);
+  const [p50Us, p99Us] = pct((c) => c.samples, SAMPLED);
+  const [verifyP50Us, verifyP99Us] = pct((c) => c.verifySamples, VERIFIED);
+  return {
+    decisions: sum(DECISIONS),
+    allowed: sum(ALLOWED),
+    denied: sum(DENIED),
+    p50Us,
+    p99Us,
+    verified: sum(VERIFIED),
+    traced: sum(TRACED),
+    verifyP50Us,
+    verifyP99Us,
+  };
+}
+
+/** What the gate needs of a poller: the daemon's shared one, or the gate thread's own. */
+export type GatePoller = Pick<Poller, "register" | "unregister">;
 
 class Attached<C> {
   readonly listener: Listener;
@@ -129,32 +185,37 @@ export const VERIFY_SPIN_MS = 2;
 
 export class ExecGate<C> {
   readonly #decide: ExecDecider<C>;
-  readonly #poller: Poller;
+  readonly #poller: GatePoller;
   readonly #holdOf: ((ctx: C) => ExecHold | undefined) | undefined;
   readonly #onRace: RaceReport<C> | undefined;
+  readonly #quick: ((pid: number, ctx: C) => ExecAnswer | undefined) | undefined;
   readonly #attached = new Map<number, Attached<C>>();
-  #samples = new Float64Array(SAMPLES);
-  #verifySamples = new Float64Array(SAMPLES);
-  #verifyCount = 0;
-  #tracedCount = 0;
-  #sampleCount = 0;
-  #decisions = 0;
-  #allowed = 0;
-  #denied = 0;
+  readonly counters: GateCounters;
+  readonly #n: Float64Array;
 
   constructor(
     decide: ExecDecider<C>,
     options: {
-      poller?: Poller;
+      poller?: GatePoller;
+      /** Where to count (default: a buffer of its own). */
+      counters?: GateCounters;
       /** Cgroups to hold a verified exec in (none: allowed execs are not verified). */
       holdOf?: (ctx: C) => ExecHold | undefined;
       onRace?: RaceReport<C>;
+      /**
+       * Answers an exec before anything of it is read, when what it is cannot matter (a policy
+       * without exec rules allows everything); undefined: read it and ask the decider.
+       */
+      quick?: (pid: number, ctx: C) => ExecAnswer | undefined;
     } = {},
   ) {
     this.#decide = decide;
     this.#poller = options.poller ?? sharedPoller();
     this.#holdOf = options.holdOf;
     this.#onRace = options.onRace;
+    this.#quick = options.quick;
+    this.counters = options.counters ?? new GateCounters();
+    this.#n = this.counters.counts;
   }
 
   /** Starts answering the notifications of one listener fd (the gate owns and closes it). */
@@ -171,25 +232,7 @@ export class ExecGate<C> {
   }
 
   stats(): GateStats {
-    const pct = (samples: Float64Array, count: number) => {
-      const n = Math.min(count, SAMPLES);
-      const sorted = Array.from(samples.subarray(0, n)).sort((a, b) => a - b);
-      const q = (p: number) => n === 0 ? 0 : sorted[Math.min(n - 1, Math.floor(p * n))]!;
-      return [Math.round(q(0.5) * 10000) / 10, Math.round(q(0.99) * 10000) / 10] as const;
-    };
-    const [p50Us, p99Us] = pct(this.#samples, this.#sampleCount);
-    const [verifyP50Us, verifyP99Us] = pct(this.#verifySamples, this.#verifyCount);
-    return {
-      decisions: this.#decisions,
-      allowed: this.#allowed,
-      denied: this.#denied,
-      p50Us,
-      p99Us,
-      verified: this.#verifyCount,
-      traced: this.#tracedCount,
-      verifyP50Us,
-      verifyP99Us,
-    };
+    return gateStats([this.counters]);
   }
 
   /**
@@ -209,7 +252,7 @@ export class ExecGate<C> {
     if (st && st.threads === 1 && st.ppid !== Deno.pid) {
       const t = ExecTrace.seize(n.pid, st.startTime);
       if (t) {
-        this.#tracedCount++;
+        this.#n[TRACED]!++;
         if (!a.listener.allow(n.id)) {
           t.release(); // it died meanwhile: nothing ran
           return;
@@ -349,6 +392,8 @@ export class ExecGate<C> {
 
   #handle(a: Attached<C>, n: Notification): void {
     const t0 = performance.now();
+    const quick = a.first ? undefined : this.#quick?.(n.pid, a.ctx);
+    if (quick) return this.#answer(a, n, quick, t0);
     let ev: ExecEvent | undefined;
     try {
       ev = readExec(n, a.first);
@@ -395,29 +440,30 @@ export class ExecGate<C> {
     t0: number | undefined,
     ev?: ExecEvent,
   ): void {
-    this.#decisions++;
+    const counts = this.#n;
+    counts[DECISIONS]!++;
     if (ans.allow) {
-      this.#allowed++;
+      counts[ALLOWED]!++;
       const hold = ans.verify && ev && mayRace(n.pid, ev) ? this.#holdOf?.(a.ctx) : undefined;
       if (hold && ev) {
         // Decided: holding and checking it is the after-exec check's time, not the decision's.
         if (t0 !== undefined) this.#sample(t0);
         const v0 = performance.now();
         this.#allowVerified(a, n, ev, hold);
-        this.#verifySamples[this.#verifyCount++ % SAMPLES] = performance.now() - v0;
+        this.counters.verifySamples[counts[VERIFIED]!++ % SAMPLES] = performance.now() - v0;
       } else {
         a.listener.allow(n.id);
         if (t0 !== undefined) this.#sample(t0);
       }
     } else {
       a.listener.deny(n.id, ans.errno ?? LINUX.EACCES);
-      this.#denied++;
+      counts[DENIED]!++;
       if (t0 !== undefined) this.#sample(t0);
     }
   }
 
   #sample(t0: number): void {
-    this.#samples[this.#sampleCount++ % SAMPLES] = performance.now() - t0;
+    this.counters.samples[this.#n[SAMPLED]!++ % SAMPLES] = performance.now() - t0;
   }
 }
 

@@ -22,6 +22,7 @@ export {
   GATE_LIMITS,
   type GateStats,
 } from "./gate.ts";
+export { type ExecFastPath, fastAnswer } from "./fast_path.ts";
 export { type FileIdentity, fileIdentity, programDirs } from "./identity.ts";
 export { runLauncher } from "./launcher_main.ts";
 export { launchProblems, type LaunchReady } from "./spec.ts";

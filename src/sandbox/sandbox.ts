@@ -25,7 +25,16 @@ import {
 import { logger, TermadaError } from "../shared/mod.ts";
 import { cstr, LINUX, S_IFMT, S_IFREG, statPath, sys, syscalls } from "../../ffi/mod.ts";
 import { type Cgroup, CgroupTree, detectCgroup } from "./cgroup.ts";
-import { type ExecDecider, type ExecEvent, ExecGate, type GateStats } from "./gate.ts";
+import {
+  type ExecDecider,
+  type ExecEvent,
+  ExecGate,
+  GateCounters,
+  type GateStats,
+  gateStats,
+} from "./gate.ts";
+import type { ExecFastPath } from "./fast_path.ts";
+import { GateThread } from "./gate_thread.ts";
 import { landlockAbi } from "./landlock.ts";
 import { controlPair, handshake, LaunchChannel, launcherArgv, launcherEnv } from "./launch.ts";
 import { becomeSubreaper } from "./reaper.ts";
@@ -68,6 +77,16 @@ export interface SandboxOptions<C> {
   /** Paths no session process may reach (state dir, config, socket dir). */
   hide: readonly string[];
   decide: ExecDecider<C>;
+  /**
+   * What the gate's own thread may decide alone for `ctx` (fast_path.ts): it must give the
+   * answers `decide` would. Absent or undefined: every exec is asked of `decide`.
+   */
+  fastPath?: (ctx: C) => ExecFastPath | undefined;
+  /**
+   * Answer execs on a thread of the gate's own (gate_thread.ts; default: unless the environment
+   * says TERMADA_GATE_THREAD=off). Off: on the daemon's thread, over the shared Poller.
+   */
+  gateThread?: boolean;
   /** An allowed exec turned out to run something else (a pointer or file race): it was killed. */
   onRace?: (ev: ExecEvent, ctx: C, found: string) => void;
   /** Where to make this daemon's cgroup (default: below its own cgroup). */
@@ -146,6 +165,12 @@ export class Sandbox<C> {
   readonly #hide: string[];
   readonly subreaper: boolean;
   #reapTimer: ReturnType<typeof setInterval> | undefined;
+  readonly #useThread: boolean;
+  /** The gate thread's counters (kept across its restarts). */
+  readonly #threadCounters = new GateCounters(new SharedArrayBuffer(GateCounters.BYTES));
+  #thread: GateThread<GateCtx<C>> | undefined;
+  #threadFailed = false;
+  #barrierUp = false;
 
   constructor(options: SandboxOptions<C>) {
     this.#o = options;
@@ -217,16 +242,20 @@ export class Sandbox<C> {
       this.#reapTimer = setInterval(() => reapOrphans(), 1000);
       Deno.unrefTimer(this.#reapTimer as unknown as number);
     }
-    this.gate = new ExecGate<GateCtx<C>>((ev, g) => {
-      g.scope?.note(ev.pid);
-      return options.decide(ev, g.ctx);
-    }, {
+    this.#useThread = options.gateThread ?? Deno.env.get("TERMADA_GATE_THREAD") !== "off";
+    this.gate = new ExecGate<GateCtx<C>>(this.#decide, {
       holdOf: (g) => {
         if (!g.killable || !g.scope?.cgroup) return undefined;
         const hold = g.scope.hold();
         return hold ? { hold, home: g.scope.cgroup } : undefined;
       },
       onRace: (ev, g, found) => options.onRace?.(ev, g.ctx, found),
+      // As on the gate thread: no exec rules, no stop-all: nothing to read.
+      quick: (pid, g) => {
+        if (this.#barrierUp || options.fastPath?.(g.ctx)?.allowAll !== true) return undefined;
+        g.scope?.note(pid);
+        return { allow: true };
+      },
     });
     if (this.mode !== "off") {
       const features = [
@@ -264,7 +293,79 @@ export class Sandbox<C> {
   }
 
   gateStats(): GateStats {
-    return this.gate.stats();
+    return gateStats([this.gate.counters, this.#threadCounters]);
+  }
+
+  /** Where execs are answered now: the gate's own thread, or the daemon's (and why). */
+  gateThreadState(): "thread" | "main" | "main (the gate thread failed)" {
+    if (this.#threadFailed) return "main (the gate thread failed)";
+    return this.#useThread ? "thread" : "main";
+  }
+
+  /** The rules changed (a policy reload): the gate thread's snapshots are stale. */
+  policyChanged(): void {
+    this.#thread?.policyChanged();
+  }
+
+  /** Stop-all rose or lifted: while up, the gate thread asks `decide` about every exec. */
+  barrier(up: boolean): void {
+    this.#barrierUp = up;
+    this.#thread?.barrier(up);
+  }
+
+  /** Tests: makes the gate thread fail (its sessions must fail closed). */
+  injectGateThreadFailure(): boolean {
+    if (!this.#thread) return false;
+    this.#thread.injectFailure();
+    return true;
+  }
+
+  readonly #decide = (ev: ExecEvent, g: GateCtx<C>) => {
+    g.scope?.note(ev.pid);
+    return this.#o.decide(ev, g.ctx);
+  };
+
+  /** The gate thread, started on first use (undefined: off, or it failed once). */
+  #gateThread(): GateThread<GateCtx<C>> | undefined {
+    if (!this.#useThread || this.#threadFailed || !this.#seccomp.active) return undefined;
+    if (this.#thread) return this.#thread;
+    let t: GateThread<GateCtx<C>>;
+    try {
+      t = new GateThread<GateCtx<C>>(
+        {
+          decide: this.#decide,
+          fastPath: (g) => this.#o.fastPath?.(g.ctx),
+          note: (g, pid) => g.scope?.note(pid),
+          onRace: (ev, g, found) => this.#o.onRace?.(ev, g.ctx, found),
+        },
+        this.#threadCounters,
+        () => {
+          if (this.#thread !== t) return;
+          this.#thread = undefined;
+          if (t.failed) this.#threadFailed = true;
+        },
+      );
+    } catch (err) {
+      log.error("the exec gate thread did not start: execs are answered on the main thread", {
+        error: err,
+      });
+      this.#threadFailed = true;
+      return undefined;
+    }
+    if (this.#barrierUp) t.barrier(true);
+    return this.#thread = t;
+  }
+
+  #attach(fd: number, g: GateCtx<C>, trustFirst: boolean): { close(): void } {
+    const t = this.#gateThread();
+    if (t?.usable) {
+      return t.attach(fd, g, {
+        trustFirst,
+        cgroup: g.scope?.cgroup?.path ?? null,
+        killable: g.killable,
+      });
+    }
+    return this.gate.attach(fd, g, { trustFirst });
   }
 
   /**
@@ -281,6 +382,7 @@ export class Sandbox<C> {
   async spawn(req: SpawnRequest<C>): Promise<Spawned> {
     this.assertCanSpawn();
     const useSeccomp = this.#seccomp.active;
+    if (useSeccomp) this.#gateThread(); // it boots while the launcher starts
     const useLandlock = this.#landlock.active;
     const cgroup = req.cgroupName ? this.#createCgroup(req.cgroupName) : undefined;
     const runAs = this.#o.runAs;
@@ -333,7 +435,7 @@ export class Sandbox<C> {
         spec,
         (fd, ready) => {
           gctx.killable = ready.killable === true;
-          handle = this.gate.attach(fd, gctx, { trustFirst: req.trustFirstExec });
+          handle = this.#attach(fd, gctx, req.trustFirstExec);
         },
         (fd, tty) => pty.adoptMaster(fd, tty),
       );
@@ -351,6 +453,7 @@ export class Sandbox<C> {
   /** Ends every cgroup of this daemon and removes its tree (shutdown). */
   async close(): Promise<void> {
     clearInterval(this.#reapTimer);
+    await this.#thread?.stop();
     await this.#tree?.removeAll().catch(() => false);
   }
 

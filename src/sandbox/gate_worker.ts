@@ -1,0 +1,297 @@
+/**
+ * The exec gate's own thread (a Web Worker; its host is gate_thread.ts). It owns the listener
+ * fds it is given — polls them, receives, reads the targets, answers, checks after the exec and
+ * closes them — so that an exec waits for nothing on the daemon's busy thread unless the
+ * policy needs it there. The same ExecGate as on the daemon's thread, over a synchronous poller:
+ * one `poll()` on this thread over every listener and a wake pipe (no thread hop per exec, which
+ * is what the gate cost before), with a turn of this worker's event loop after each round for
+ * messages and the gate's 1 ms timers.
+ *
+ * Decided here: what `fastAnswer` can (the agent's snapshot, current epoch, no stop-all). Asked
+ * of the daemon's thread: everything else (`decide`, answered by `decided`). Told to it: races
+ * (`race`), execs of sessions without a cgroup (`note`), listeners closed (`closed`).
+ *
+ * Bounds: GATE_LIMITS per listener and round (gate.ts); at most SLOTS listeners (gate_thread.ts);
+ * a forwarded exec waits as long as the daemon's answer takes (its process stays blocked in
+ * execve, killable).
+ */
+/// <reference lib="deno.worker" />
+import { LINUX, sys } from "../../ffi/mod.ts";
+import { logger } from "../shared/mod.ts";
+import { Cgroup } from "./cgroup.ts";
+import { fastAnswer } from "./fast_path.ts";
+import { type ExecAnswer, type ExecEvent, ExecGate, type ExecHold, GateCounters } from "./gate.ts";
+import {
+  BARRIER,
+  EPOCH,
+  type FromGate,
+  type GateFast,
+  SENT,
+  SLOT_CLOSED_HERE,
+  SLOT_OPEN,
+  type ToGate,
+} from "./gate_thread.ts";
+
+const log = logger("sandbox");
+
+interface Ctx {
+  key: number;
+  cgroup: Cgroup | null;
+  killable: boolean;
+  hold: Cgroup | null | undefined;
+  fast: GateFast;
+}
+
+const POLLFD = 8;
+/** Longest blocking poll: messages also wake it (the wake pipe); this only bounds a lost one. */
+const IDLE_POLL_MS = 1000;
+
+/**
+ * When this worker's timers (the gate's deferred checks, 1 ms apart) are due: poll() waits no
+ * longer than the earliest, and the event loop gets a turn only once one is.
+ */
+const due = new Map<number, number>();
+const realSetTimeout = globalThis.setTimeout;
+const realClearTimeout = globalThis.clearTimeout;
+globalThis.setTimeout = ((fn: () => void, ms = 0) => {
+  const id = realSetTimeout(() => {
+    due.delete(id);
+    fn();
+  }, ms) as unknown as number;
+  due.set(id, performance.now() + ms);
+  return id;
+}) as unknown as typeof setTimeout;
+globalThis.clearTimeout = ((id?: number) => {
+  if (id !== undefined) due.delete(id);
+  realClearTimeout(id as unknown as Parameters<typeof clearTimeout>[0]);
+}) as unknown as typeof clearTimeout;
+
+/** Milliseconds until the earliest timer is due (0: one is; -1: none pending). */
+function untilDue(): number {
+  if (due.size === 0) return -1;
+  let first = Infinity;
+  for (const at of due.values()) if (at < first) first = at;
+  return Math.max(0, Math.ceil(first - performance.now()));
+}
+
+/** The synchronous poller ExecGate runs over here (its `register`/`unregister`). */
+class SyncPoller {
+  readonly regs = new Map<number, (revents: number) => void>();
+  /** Listener fd → slot: the shared slot decides who closes the fd (exactly once). */
+  readonly slotOf = new Map<number, number>();
+
+  register(fd: number, handler: { ready(revents: number): void }): void {
+    this.regs.set(fd, (r) => handler.ready(r));
+  }
+
+  unregister(fd: number, opts: { close?: boolean } = {}): void {
+    this.regs.delete(fd);
+    if (!opts.close) return;
+    const slot = this.slotOf.get(fd);
+    if (slot === undefined) return; // not ours (or closed already)
+    this.slotOf.delete(fd);
+    ctxs.delete(slot);
+    // Whoever changes the slot from open closes the fd: here, or the host after a failure.
+    if (Atomics.compareExchange(slots, slot, SLOT_OPEN, SLOT_CLOSED_HERE) === SLOT_OPEN) {
+      sys().close(fd);
+    }
+    post({ t: "closed", key: slot });
+  }
+}
+
+let ctl: Int32Array;
+let slots: Int32Array;
+let wakeFd = -1;
+let received = 0;
+let stopping = false;
+const poller = new SyncPoller();
+const ctxs = new Map<number, { ctx: Ctx; close(): void }>();
+const waiting = new Map<number, { resolve(a: ExecAnswer): void; ctx: Ctx }>();
+let nextId = 1;
+let gate: ExecGate<Ctx> | undefined;
+
+function post(m: FromGate): void {
+  self.postMessage(m);
+}
+
+function decide(ev: ExecEvent, c: Ctx): ExecAnswer | Promise<ExecAnswer> {
+  const f = c.fast;
+  if (current(c)) {
+    const a = fastAnswer(f.fp!, ev);
+    if (a) {
+      if (!c.cgroup) post({ t: "note", key: c.key, pid: ev.pid });
+      return a;
+    }
+  }
+  const id = nextId++;
+  return new Promise<ExecAnswer>((resolve) => {
+    waiting.set(id, { resolve, ctx: c });
+    post({ t: "decide", id, key: c.key, ev, epoch: f.epoch });
+  });
+}
+
+/** No exec rules (and no stop-all): allowed before anything of it is read. */
+function quick(pid: number, c: Ctx): ExecAnswer | undefined {
+  if (!current(c) || !c.fast.fp!.allowAll) return undefined;
+  if (!c.cgroup) post({ t: "note", key: c.key, pid });
+  return ALLOW;
+}
+
+const ALLOW: ExecAnswer = { allow: true };
+
+/** The context's snapshot may be used: it has one, of this epoch, and stop-all is not up. */
+function current(c: Ctx): boolean {
+  const f = c.fast;
+  return f.fp !== null && f.epoch === Atomics.load(ctl, EPOCH) && Atomics.load(ctl, BARRIER) === 0;
+}
+
+function holdOf(c: Ctx): ExecHold | undefined {
+  if (!c.killable || !c.cgroup) return undefined;
+  if (c.hold === undefined) {
+    try {
+      const h = c.cgroup.child("hold");
+      c.hold = h.freeze(true) ? h : null;
+    } catch {
+      c.hold = null;
+    }
+  }
+  return c.hold ? { hold: c.hold, home: c.cgroup } : undefined;
+}
+
+function onMessage(m: ToGate): void {
+  switch (m.t) {
+    case "init": {
+      ctl = new Int32Array(m.ctl);
+      slots = new Int32Array(m.slots);
+      wakeFd = m.wakeFd;
+      gate = new ExecGate<Ctx>(decide, {
+        poller,
+        counters: new GateCounters(m.counters),
+        holdOf,
+        quick,
+        onRace: (ev, c, found) => post({ t: "race", key: c.key, ev, found }),
+      });
+      void loop();
+      return;
+    }
+    case "attach": {
+      const ctx: Ctx = {
+        key: m.key,
+        cgroup: m.cgroup === null ? null : new Cgroup(m.cgroup),
+        killable: m.killable,
+        hold: undefined,
+        fast: m.fast,
+      };
+      poller.slotOf.set(m.fd, m.key);
+      const handle = gate!.attach(m.fd, ctx, { trustFirst: m.trustFirst });
+      ctxs.set(m.key, { ctx, close: () => handle.close() });
+      return;
+    }
+    case "detach": {
+      const a = ctxs.get(m.key);
+      ctxs.delete(m.key);
+      a?.close();
+      return;
+    }
+    case "decided": {
+      const w = waiting.get(m.id);
+      if (!w) return;
+      waiting.delete(m.id);
+      if (m.fast) w.ctx.fast = m.fast;
+      w.resolve(m.answer);
+      return;
+    }
+    case "fail":
+      // Tests: an unexpected error on this thread (the host must fail closed).
+      throw new Error("gate thread failure (injected)");
+    case "stop":
+      stopping = true;
+      return;
+  }
+}
+
+self.onmessage = (ev: MessageEvent<ToGate>) => {
+  received++;
+  onMessage(ev.data);
+};
+
+/**
+ * One turn of this worker's event loop (messages from the host are delivered in it). Through a
+ * MessageChannel, not setTimeout: a timer waits at least a millisecond here, per exec.
+ */
+const channel = new MessageChannel();
+let turned: (() => void) | undefined;
+channel.port2.onmessage = () => turned?.();
+const turn = () =>
+  new Promise<void>((r) => {
+    turned = r;
+    channel.port1.postMessage(0);
+  });
+
+async function loop(): Promise<void> {
+  const libc = sys();
+  let buf = new Uint8Array(POLLFD * 16);
+  let view = new DataView(buf.buffer);
+  const order: number[] = [];
+  const drain = new Uint8Array(64);
+  while (!stopping) {
+    order.length = 0;
+    for (const fd of poller.regs.keys()) order.push(fd);
+    const n = order.length + 1;
+    if (buf.length < n * POLLFD) {
+      buf = new Uint8Array(n * POLLFD * 2);
+      view = new DataView(buf.buffer);
+    }
+    view.setInt32(0, wakeFd, true);
+    view.setInt16(4, LINUX.POLLIN, true);
+    view.setInt16(6, 0, true);
+    for (let i = 0; i < order.length; i++) {
+      const off = (i + 1) * POLLFD;
+      view.setInt32(off, order[i]!, true);
+      view.setInt16(off + 4, LINUX.POLLIN, true);
+      view.setInt16(off + 6, 0, true);
+    }
+    // Blocks this thread (its own, not the daemon's): a message or a notification wakes it.
+    const wait = untilDue();
+    const rc = libc.poll_here(buf, BigInt(n), wait < 0 ? IDLE_POLL_MS : wait);
+    if (rc > 0) {
+      if (view.getInt16(6, true) !== 0) {
+        while (Number(libc.read(wakeFd, drain, BigInt(drain.length))) > 0) {
+          // every queued wake-up byte
+        }
+      }
+      for (let i = 0; i < order.length; i++) {
+        const revents = view.getInt16((i + 1) * POLLFD + 6, true);
+        if (revents === 0) continue;
+        const ready = poller.regs.get(order[i]!);
+        if (!ready) continue; // detached by an earlier handler of this round
+        try {
+          ready(revents);
+        } catch (err) {
+          // A bug must not stop the gate for every other session: drop (close) that listener,
+          // so its execs fail instead of waiting.
+          log.error("exec gate handler failed: listener closed", { error: err });
+          const slot = poller.slotOf.get(order[i]!);
+          const a = slot === undefined ? undefined : ctxs.get(slot);
+          if (a) a.close();
+          else poller.unregister(order[i]!, { close: true });
+        }
+      }
+    }
+    // Messages (attach, answers) and due timers run in a turn of the event loop, taken only
+    // when one may be due: after a wake-up byte (a message announced in SENT: waited for until
+    // it arrived), or when a timer is due. Otherwise straight back to poll(). A turn in which a
+    // message arrived is followed by one more: what that message started (a decision's answer
+    // goes through promise callbacks) must have run before this thread blocks again.
+    const woken = rc > 0 && view.getInt16(6, true) !== 0;
+    if (woken || untilDue() === 0) {
+      let seen: number;
+      do {
+        seen = received;
+        await turn();
+      } while (!stopping && (received !== seen || received < Atomics.load(ctl, SENT)));
+    }
+  }
+  post({ t: "stopped" });
+  self.close();
+}

@@ -956,24 +956,28 @@ const KCMP_VM = 1;
  * user exec'ing from directories it cannot write (the system's) cannot race: no check needed.
  */
 export function mayRace(pid: number, ev: ExecEvent): boolean {
-  // /proc/<pid> belongs to the target's euid (to root when it is not dumpable): root, or a
-  // process we would then verify anyway, needs no look at its status.
+  // /proc/<pid> belongs to the target's euid and egid (to root when it is not dumpable): root,
+  // or a process we would then verify anyway, needs no further look.
   if (sys().stat(cstrInto(`/proc/${pid}`, procPath), procStBuf) !== 0) return true;
-  if (procStView.getUint32(STAT_LAYOUT.uid, true) === 0) return true;
-  const status = procStatus(pid);
-  if (status === undefined) return true;
-  const field = (name: string) => statusField(status, name);
-  if (Number(field("Threads")) !== 1) return true;
-  const euid = Number(field("Uid").split(/\s+/)[1]);
-  if (!(euid > 0)) return true;
-  const ppid = Number(field("PPid"));
-  if (ppid > 1 && sharesMemory(pid, ppid)) {
-    const parent = procStatus(ppid) ?? "";
-    if (Number(statusField(parent, "Threads") || "2") !== 1) return true;
+  const euid = procStView.getUint32(STAT_LAYOUT.uid, true);
+  if (euid === 0) return true;
+  const egid = procStView.getUint32(STAT_LAYOUT.gid, true);
+  // Threads and parent from /proc/<pid>/stat (shorter to make and read than status).
+  const st = procStat(pid);
+  if (!st || st.threads !== 1) return true;
+  if (st.ppid > 1 && sharesMemory(pid, st.ppid)) {
+    if ((procStat(st.ppid)?.threads ?? 2) !== 1) return true;
   }
-  const gids = new Set(
-    [field("Gid").split(/\s+/)[1], ...field("Groups").split(/\s+/)].filter(Boolean).map(Number),
-  );
+  // Its supplementary groups matter only for a group-writable file or directory of another
+  // group than its own: read (from status) the first time one is met.
+  let groups: Set<number> | null | undefined;
+  const gids = {
+    has(gid: number): boolean {
+      if (gid === egid) return true;
+      if (groups === undefined) groups = supplementaryGroups(pid);
+      return groups === null || groups.has(gid); // unreadable: assume it is one of them
+    },
+  };
   const files = [ev.resolved, ...(ev.chain ?? []).map((i) => inTarget(pid, i.path))];
   if (ev.loads) files.push(inTarget(pid, ev.loads.path));
   for (const f of files) {
@@ -1008,11 +1012,18 @@ function parentOf(path: string): string | undefined {
   return i <= 0 ? "/" : path.slice(0, i);
 }
 
+/** The supplementary groups of `pid` (its status `Groups:`), null when unreadable. */
+function supplementaryGroups(pid: number): Set<number> | null {
+  const status = procStatus(pid);
+  if (status === undefined) return null;
+  return new Set(statusField(status, "Groups").split(/\s+/).filter(Boolean).map(Number));
+}
+
 /** Could `uid` (with `gids`) modify this file or directory (write, or rename entries in it)? */
-function writable(path: string, uid: number, gids: Set<number>): boolean {
+function writable(path: string, uid: number, gids: { has(gid: number): boolean }): boolean {
   const st = statPath(path);
   if (!st) return true;
   if (st.uid === uid) return true; // even without a write bit: the owner can chmod it
-  if (gids.has(st.gid) && (st.mode & 0o020)) return true;
+  if ((st.mode & 0o020) && gids.has(st.gid)) return true;
   return (st.mode & 0o002) !== 0;
 }

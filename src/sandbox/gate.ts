@@ -1,7 +1,7 @@
 /**
  * The exec gate, daemon side: every `execve`/`execveat` of every process of every session
- * arrives here as a seccomp notification, on the shared Poller (one `poll()` for all fds, no
- * thread per process). For each it reads what really runs from the target — the path and argv
+ * arrives here as a seccomp notification, on the gate thread's poller (gate_worker.ts) or the
+ * shared Poller (one `poll()` for all fds either way, no thread per process). For each it reads what really runs from the target — the path and argv
  * from its memory (`/proc/<pid>/mem`), the file resolved through the target's own root and cwd
  * (or the fd for `execveat`/`fexecve`), the file's identity and, for a script, its `#!`
  * interpreter — re-checks that the notification is still live (the pid cannot have been

@@ -1,8 +1,9 @@
 /**
  * The kernel boundary around sessions (docs/SECURITY.md): the launcher (`termada __launch`)
  * that sets it up in the child before `execve`, the exec gate (seccomp user notification,
- * answered on the shared Poller), Landlock, per-session cgroups, the subreaper, and
- * `security.run_as` (who the user is, whether the daemon may become it, the drop itself).
+ * answered on a thread of its own, gate_thread.ts), Landlock, per-session cgroups, the
+ * subreaper, and `security.run_as` (who the user is, whether the daemon may become it, the drop
+ * itself).
  */
 export {
   type ExecGateMode,

@@ -63,6 +63,8 @@ export const LIBC_LINUX = {
   readlink: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
   // int ioctl(int fd, unsigned long request, void *arg);
   ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
+  // The same with an integer argument (requests that take a value, not a pointer).
+  ioctl_value: { name: "ioctl", parameters: ["i32", "u64", "u64"], result: "i32" },
   // int dup2(int oldfd, int newfd);
   dup2: { parameters: ["i32", "i32"], result: "i32" },
   // int fcntl(int fd, int cmd, int arg);

@@ -218,10 +218,19 @@ export class ExecGate<C> {
     this.#n = this.counters.counts;
   }
 
-  /** Starts answering the notifications of one listener fd (the gate owns and closes it). */
-  attach(fd: number, ctx: C, opts: { trustFirst?: boolean } = {}): { close(): void } {
+  /**
+   * Starts answering the notifications of one listener fd (the gate owns and closes it).
+   * `syncWakeUp`: ask the kernel to hand notifications over on the waker's CPU (the gate's own
+   * thread, which waits in poll() itself; see Listener.syncWakeUp).
+   */
+  attach(
+    fd: number,
+    ctx: C,
+    opts: { trustFirst?: boolean; syncWakeUp?: boolean } = {},
+  ): { close(): void } {
     const a = new Attached(fd, ctx);
     a.trustFirst = opts.trustFirst ?? false;
+    if (opts.syncWakeUp) a.listener.syncWakeUp();
     this.#attached.set(fd, a);
     this.#poller.register(fd, { ready: (r) => this.#ready(a, r) });
     return { close: () => this.#detach(a) };

@@ -41,6 +41,9 @@ const X32_BIT = 0x40000000;
 const NOTIF_RECV = 0xc0502100n; // _IOWR('!', 0, struct seccomp_notif)   (80 bytes)
 const NOTIF_SEND = 0xc0182101n; // _IOWR('!', 1, struct seccomp_notif_resp) (24 bytes)
 const NOTIF_ID_VALID = 0x40082102n; // _IOW('!', 2, __u64)
+const NOTIF_SET_FLAGS = 0x40082104n; // _IOW('!', 4, __u64): the flags are the argument itself
+/** 6.6+: wake the daemon and the target on the CPU of the one that wakes it (no cross-CPU hop). */
+const FD_SYNC_WAKE_UP = 1n;
 const FLAG_CONTINUE = 1;
 
 function addr(buf: Uint8Array | BigUint64Array): bigint {
@@ -150,6 +153,16 @@ export class Listener {
       nr: v.getInt32(16, true),
       args,
     };
+  }
+
+  /**
+   * Asks the kernel to hand each notification and its answer over on the waker's CPU
+   * (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`): the daemon's thread that waits in poll() runs where
+   * the target just blocked, and the target where the answer was sent. False on kernels before
+   * 6.6 (nothing changes then).
+   */
+  syncWakeUp(): boolean {
+    return sys().ioctl_value(this.fd, NOTIF_SET_FLAGS, FD_SYNC_WAKE_UP) === 0;
   }
 
   /** True while the target is still blocked in the notified call. */

@@ -764,12 +764,13 @@ export class Gateway {
 
   /**
    * What the exec gate's thread may allow alone for `ctx`'s agent (its snapshot of the rules):
-   * all when there is no exec policy; none while the stop-all barrier is up.
+   * all when there is no exec policy; nothing from a port that cannot say when its rules change.
+   * (The stop-all barrier is the thread's own check: see watchBarrier.)
    */
   execFastPath(ctx: ExecContext): ExecFastPath | undefined {
     const p = this.#o.policy;
     if (!p.decideExec) return { allowAll: true };
-    return p.execFastPath?.(ctx.owner);
+    return p.onReload ? p.execFastPath?.(ctx.owner) : undefined;
   }
 
   #stoppedError(): TermadaError {

@@ -13,8 +13,8 @@ import { basename } from "node:path";
 import { type BudgetEntry, type Config, policyFor } from "../config/mod.ts";
 import type { BudgetRule } from "../governance/mod.ts";
 import type { ExecFacts, PolicyPort, PolicyVerdict } from "../control/mod.ts";
-import type { ExecFastPath } from "../engine/mod.ts";
-import { execNames } from "../policy/exec_names.ts";
+import type { ExecFastPath } from "../sandbox/mod.ts";
+import { execNames } from "../shared/mod.ts";
 import {
   ALLOWED_AT_EXEC,
   classifyRisk,

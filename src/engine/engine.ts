@@ -203,6 +203,7 @@ export class Engine {
     this.#execPolicy = policy;
     this.#execFastPath = fastPath ?? (() => undefined);
     if (onRace) this.#execRace = onRace;
+    this.sandbox.policyChanged(); // snapshots taken before are of the default policy
   }
 
   /** What the boundary enforces on this machine (capabilities, dashboard, start log). */

@@ -10,10 +10,9 @@ import {
   analyzeLine,
   type FoundCommand,
 } from "./_analyze.ts";
-import { compileRegex, type LinearRegex } from "../shared/mod.ts";
+import { compileRegex, type LinearRegex, wordsStartWith } from "../shared/mod.ts";
 import { type CompiledGlob, compileGlob, matchEvery, matchSome, mayMatchLiteral } from "./glob.ts";
 import { literalWord, subjectOf } from "./_words.ts";
-import { wordsStartWith } from "./exec_names.ts";
 import type { ResourceRules } from "./resource.ts";
 
 export type PolicyAction = "allow" | "deny" | "confirm";

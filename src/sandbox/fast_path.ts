@@ -9,7 +9,7 @@
  * or confirm rule everything is allowed; otherwise a plain program whose every name fits no
  * deny or confirm rule's literal start is allowed, and verified after its exec.
  */
-import { execNames, wordsStartWith } from "../policy/exec_names.ts";
+import { execNames, wordsStartWith } from "../shared/mod.ts";
 import type { ExecAnswer, ExecEvent } from "./gate.ts";
 
 /**

@@ -163,7 +163,9 @@ export function gateStats(all: readonly GateCounters[]): GateStats {
 }
 
 /** What the gate needs of a poller: the daemon's shared one, or the gate thread's own. */
-export type GatePoller = Pick<Poller, "register" | "unregister">;
+export type GatePoller = Pick<Poller, "register" | "unregister"> & {
+  setPaused?(fd: number, paused: boolean): void;
+};
 
 class Attached<C> {
   readonly listener: Listener;
@@ -172,6 +174,8 @@ class Attached<C> {
   trustFirst = false;
   closed = false;
   pending = 0;
+  /** POLLHUP was seen while work was pending: closed when the last one settles. */
+  hungUp = false;
   constructor(fd: number, ctx: C) {
     this.listener = new Listener(fd);
     this.ctx = ctx;
@@ -315,11 +319,11 @@ export class ExecGate<C> {
             this.#onRace?.(ev, a.ctx, found);
           } else t.detach(stop.signal);
         }
-        if (later) a.pending--;
+        if (later) this.#settled(a);
         return;
       }
       if (later && performance.now() >= until) {
-        a.pending--;
+        this.#settled(a);
         t.kill();
         this.#onRace?.(ev, a.ctx, TOO_SLOW);
         return;
@@ -341,12 +345,12 @@ export class ExecGate<C> {
     deadline: number,
   ): void {
     setTimeout(() => {
-      if (!procStat(tgid)) return void a.pending--;
+      if (!procStat(tgid)) return void this.#settled(a);
       const frozen = hold.hold.frozen();
       if (!frozen && performance.now() < deadline) {
         return this.#verifyLater(a, ev, hold, tgid, before, deadline);
       }
-      a.pending--;
+      this.#settled(a);
       this.#verified(a, ev, hold, tgid, before, frozen);
     }, 1);
   }
@@ -395,8 +399,21 @@ export class ExecGate<C> {
       if (!n) break;
       this.#handle(a, n);
     }
-    // Every process of the filter is gone: nothing can notify any more.
-    if (revents & LINUX.POLLHUP && a.pending === 0) this.#detach(a);
+    // Every process of the filter is gone: nothing can notify any more. With work still pending
+    // (a decision, a check), stop polling it (a hung-up fd is always ready) and close it after.
+    if (revents & LINUX.POLLHUP) {
+      if (a.pending === 0) this.#detach(a);
+      else if (!a.hungUp) {
+        a.hungUp = true;
+        this.#poller.setPaused?.(a.listener.fd, true);
+      }
+    }
+  }
+
+  /** One pending decision or check of `a` ended: a hung-up listener closes with its last one. */
+  #settled(a: Attached<C>): void {
+    a.pending--;
+    if (a.hungUp && a.pending === 0) this.#detach(a);
   }
 
   #handle(a: Attached<C>, n: Notification): void {
@@ -434,8 +451,8 @@ export class ExecGate<C> {
         log.error("exec decider failed: denying", { error: err });
         return { allow: false } as ExecAnswer;
       }).then((ans) => {
-        a.pending--;
         if (!a.closed) this.#answer(a, n, ans, undefined, ev);
+        this.#settled(a);
       });
       return;
     }

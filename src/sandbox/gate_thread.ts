@@ -16,10 +16,14 @@
  * fail from then on), it is logged, and new sessions are gated on the daemon's thread. After
  * IDLE_MS with no listener, the thread ends (it starts again with the next session).
  *
+ * Every attachment has an id of its own (never reused), which every message about it carries;
+ * its slot (reused) only says who closes the fd. A report that arrives after the thread closed
+ * the listener (a check finished late) still finds its context for RECENT_MS.
+ *
  * Bounds: SLOTS listeners at once (more are gated on the daemon's thread); one message per
- * forwarded exec each way.
+ * forwarded exec each way; RECENT closed attachments remembered.
  */
-import { check, LINUX, sys } from "../../ffi/mod.ts";
+import { check, cstr, LINUX, sys } from "../../ffi/mod.ts";
 import { logger } from "../shared/mod.ts";
 import type { ExecFastPath } from "./fast_path.ts";
 import { type ExecAnswer, type ExecEvent, GateCounters } from "./gate.ts";
@@ -38,6 +42,9 @@ export const SLOT_OPEN = 1;
 export const SLOT_CLOSED_HERE = 2;
 export const SLOT_CLOSED_HOST = 3;
 export const SLOTS = 1024;
+/** How long, and how many, closed attachments are remembered for late reports. */
+const RECENT_MS = 10_000;
+const RECENT = 4096;
 /** A thread with no listener for this long ends. */
 export const IDLE_MS = 5000;
 /** How long `stop` waits for the thread to leave its loop. */
@@ -59,23 +66,25 @@ export type ToGate =
   }
   | {
     t: "attach";
-    key: number;
+    id: number;
+    slot: number;
     fd: number;
     trustFirst: boolean;
     cgroup: string | null;
     killable: boolean;
     fast: GateFast;
   }
-  | { t: "detach"; key: number }
+  | { t: "detach"; id: number }
   | { t: "decided"; id: number; answer: ExecAnswer; fast?: GateFast }
   | { t: "fail" }
   | { t: "stop" };
 
+/** `decide` carries its own `id` (the answer's) and the attachment's (`of`). */
 export type FromGate =
-  | { t: "decide"; id: number; key: number; ev: ExecEvent; epoch: number }
-  | { t: "note"; key: number; pid: number }
-  | { t: "race"; key: number; ev: ExecEvent; found: string }
-  | { t: "closed"; key: number }
+  | { t: "decide"; id: number; of: number; ev: ExecEvent; epoch: number }
+  | { t: "note"; of: number; pid: number; start: number | undefined }
+  | { t: "race"; of: number; ev: ExecEvent; found: string }
+  | { t: "closed"; of: number }
   | { t: "stopped" };
 
 /** What the thread needs of the daemon, for each attached context `C`. */
@@ -84,8 +93,11 @@ export interface GateHost<C> {
   decide(ev: ExecEvent, ctx: C): ExecAnswer | Promise<ExecAnswer>;
   /** What the thread may decide alone for `ctx` (undefined: nothing). */
   fastPath(ctx: C): ExecFastPath | undefined;
-  /** An exec the thread allowed in a scope without a cgroup (the scope tracks its pids). */
-  note(ctx: C, pid: number): void;
+  /**
+   * An exec the thread allowed in a scope without a cgroup (the scope tracks its pids), with the
+   * process's start time as read while it was still blocked in execve.
+   */
+  note(ctx: C, pid: number, startTime: number | undefined): void;
   onRace(ev: ExecEvent, ctx: C, found: string): void;
 }
 
@@ -94,12 +106,14 @@ export class GateThread<C> {
   readonly #worker: Worker;
   readonly #ctl: Int32Array;
   readonly #slots: Int32Array;
-  readonly #entries = new Map<number, { ctx: C; fd: number }>();
+  readonly #entries = new Map<number, { ctx: C; fd: number; slot: number }>();
+  readonly #recent = new Map<number, { ctx: C; at: number }>();
   readonly #free: number[] = [];
+  #nextId = 1;
   #wakeRead = -1;
   #wakeWrite = -1;
   #wakeByte = new Uint8Array(1);
-  #state: "running" | "failed" | "stopped" = "running";
+  #state: "running" | "stopping" | "failed" | "stopped" = "running";
   #idle: ReturnType<typeof setTimeout> | undefined;
   #stopped: (() => void) | undefined;
   /** It said it left its loop: no poll() of it names the wake pipe any more. */
@@ -153,21 +167,22 @@ export class GateThread<C> {
     ctx: C,
     opts: { trustFirst: boolean; cgroup: string | null; killable: boolean },
   ): { close(): void } {
-    const key = this.#free.pop();
-    if (key === undefined || this.#state !== "running") {
+    if (this.#state !== "running" || this.#free.length === 0) {
       throw new Error("the gate thread cannot take a listener");
     }
+    const slot = this.#free.pop()!;
+    const id = this.#nextId++;
     clearTimeout(this.#idle);
     this.#idle = undefined;
-    Atomics.store(this.#slots, key, SLOT_OPEN);
-    this.#entries.set(key, { ctx, fd });
-    this.#send({ t: "attach", key, fd, ...opts, fast: this.#fast(ctx) });
+    Atomics.store(this.#slots, slot, SLOT_OPEN);
+    this.#entries.set(id, { ctx, fd, slot });
+    this.#send({ t: "attach", id, slot, fd, ...opts, fast: this.#fast(ctx) });
     let closed = false;
     return {
       close: () => {
         if (closed) return;
         closed = true;
-        if (this.#entries.has(key)) this.#send({ t: "detach", key });
+        if (this.#entries.has(id)) this.#send({ t: "detach", id });
       },
     };
   }
@@ -190,6 +205,9 @@ export class GateThread<C> {
   /** Ends the thread (shutdown, idle). Listeners still attached are closed. */
   async stop(): Promise<void> {
     if (this.#state !== "running") return;
+    // From now on it takes no listener (the sandbox starts another thread or gates on the main
+    // one): one attached while it stops would be closed with the others.
+    this.#state = "stopping";
     clearTimeout(this.#idle);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const left = new Promise<void>((resolve) => {
@@ -199,7 +217,7 @@ export class GateThread<C> {
     this.#send({ t: "stop" });
     await left;
     clearTimeout(timer);
-    if (this.#state !== "running") return; // it failed meanwhile
+    if (this.#state !== "stopping") return; // it failed meanwhile
     this.#state = "stopped";
     this.#end();
   }
@@ -216,7 +234,7 @@ export class GateThread<C> {
   }
 
   #send(m: ToGate): void {
-    if (this.#wakeWrite < 0) return;
+    if (this.#wakeWrite < 0 || this.#state === "failed" || this.#state === "stopped") return;
     this.#worker.postMessage(m);
     // Counted before the wake-up byte: the thread, woken, waits for every message counted.
     Atomics.add(this.#ctl, SENT, 1);
@@ -227,26 +245,32 @@ export class GateThread<C> {
     if (this.#state === "failed") return;
     switch (m.t) {
       case "decide":
-        return this.#decide(m.id, m.key, m.ev, m.epoch);
+        return this.#decide(m.id, m.of, m.ev, m.epoch);
       case "note": {
-        const e = this.#entries.get(m.key);
-        if (e) this.#host.note(e.ctx, m.pid);
+        const e = this.#entries.get(m.of);
+        if (e) this.#host.note(e.ctx, m.pid, m.start);
         return;
       }
       case "race": {
-        const e = this.#entries.get(m.key);
-        if (e) this.#host.onRace(m.ev, e.ctx, m.found);
+        // A check may end after its listener closed: the report still goes to its own context.
+        const ctx = this.#entries.get(m.of)?.ctx ?? this.#recent.get(m.of)?.ctx;
+        if (ctx !== undefined) this.#host.onRace(m.ev, ctx, m.found);
+        else log.error("a late exec race report lost its session", { found: m.found });
         return;
       }
-      case "closed":
-        this.#entries.delete(m.key);
-        Atomics.store(this.#slots, m.key, SLOT_FREE);
-        this.#free.push(m.key);
+      case "closed": {
+        const e = this.#entries.get(m.of);
+        if (!e) return;
+        this.#entries.delete(m.of);
+        this.#remember(m.of, e.ctx);
+        Atomics.store(this.#slots, e.slot, SLOT_FREE);
+        this.#free.push(e.slot);
         if (this.#entries.size === 0 && this.#state === "running") {
           const idle = this.#idle = setTimeout(() => void this.stop(), IDLE_MS);
           Deno.unrefTimer(idle);
         }
         return;
+      }
       case "stopped":
         this.#left = true;
         this.#stopped?.();
@@ -254,10 +278,19 @@ export class GateThread<C> {
     }
   }
 
-  #decide(id: number, key: number, ev: ExecEvent, epoch: number): void {
-    const e = this.#entries.get(key);
+  #remember(id: number, ctx: C): void {
+    const now = performance.now();
+    for (const [old, r] of this.#recent) {
+      if (this.#recent.size < RECENT && now - r.at < RECENT_MS) break;
+      this.#recent.delete(old); // oldest first (insertion order)
+    }
+    this.#recent.set(id, { ctx, at: now });
+  }
+
+  #decide(id: number, of: number, ev: ExecEvent, epoch: number): void {
+    const e = this.#entries.get(of);
     const reply = (answer: ExecAnswer) => {
-      if (this.#state !== "running") return;
+      if (this.#state !== "running" && this.#state !== "stopping") return;
       const fast = e && epoch !== Atomics.load(this.#ctl, EPOCH) ? this.#fast(e.ctx) : undefined;
       this.#send({ t: "decided", id, answer, ...(fast ? { fast } : {}) });
     };
@@ -282,7 +315,7 @@ export class GateThread<C> {
    */
   #fail(reason: string): void {
     if (this.#state === "failed") return;
-    const wasRunning = this.#state === "running";
+    const wasRunning = this.#state === "running" || this.#state === "stopping";
     this.#state = "failed";
     clearTimeout(this.#idle);
     this.#stopped?.();
@@ -300,10 +333,18 @@ export class GateThread<C> {
     // Wake it from poll() so that the termination takes effect now.
     if (this.#wakeWrite >= 0) sys().write(this.#wakeWrite, this.#wakeByte, 1n);
     this.#worker.terminate();
-    for (const [key, e] of this.#entries) {
-      if (Atomics.compareExchange(this.#slots, key, SLOT_OPEN, SLOT_CLOSED_HOST) === SLOT_OPEN) {
-        sys().close(e.fd);
+    clearTimeout(this.#idle);
+    for (const [id, e] of this.#entries) {
+      if (
+        Atomics.compareExchange(this.#slots, e.slot, SLOT_OPEN, SLOT_CLOSED_HOST) === SLOT_OPEN
+      ) {
+        // The listener goes (its processes' execs fail from now on). Unless the thread left its
+        // loop, its number stays taken (/dev/null over it): a thread still inside poll() or a
+        // handler must not reach whatever the number would be reused for.
+        if (this.#left) sys().close(e.fd);
+        else placeholder(e.fd);
       }
+      this.#remember(id, e.ctx);
     }
     this.#entries.clear();
     // Unless it left its loop, the wake pipe stays open (two fds): the thread may still be
@@ -315,4 +356,15 @@ export class GateThread<C> {
     }
     this.#onEnd();
   }
+}
+
+/** Replaces `fd` with /dev/null (closing what it was, keeping the number taken). */
+function placeholder(fd: number): void {
+  const libc = sys();
+  const nul = libc.open(cstr("/dev/null"), LINUX.O_RDONLY | LINUX.O_CLOEXEC, 0);
+  if (nul < 0 || libc.dup2(nul, fd) < 0) {
+    log.error("a listener could not be replaced: closing it", { fd });
+    libc.close(fd);
+  }
+  if (nul >= 0 && nul !== fd) libc.close(nul);
 }

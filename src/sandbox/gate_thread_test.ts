@@ -9,9 +9,14 @@ import assert from "node:assert/strict";
 import { Config } from "../config/mod.ts";
 import { testRuntime } from "../control/_test_util.ts";
 import { policyPort } from "../daemon/policy_port.ts";
-import { loadShellParser } from "../policy/mod.ts";
+import { decideExec, loadShellParser } from "../policy/mod.ts";
 import { preloadNative } from "../pty/mod.ts";
+import { execNames } from "../shared/mod.ts";
+import { LINUX, sys } from "../../ffi/mod.ts";
 import { waitFor } from "./_test_util.ts";
+import { fastAnswer } from "./fast_path.ts";
+import { GateCounters } from "./gate.ts";
+import { GateThread } from "./gate_thread.ts";
 
 preloadNative();
 
@@ -168,4 +173,86 @@ Deno.test("exec gate thread: when it dies its sessions fail closed, new ones are
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** Host-level cases with pipes standing in for listener fds (the thread only polls and closes). */
+function pipe(): [number, number] {
+  const fds = new Int32Array(2);
+  if (sys().pipe2(fds, LINUX.O_CLOEXEC) !== 0) throw new Error("pipe2 failed");
+  return [fds[0]!, fds[1]!];
+}
+const isOpen = (fd: number) => sys().fcntl(fd, 1, /* F_GETFD */ 0) >= 0;
+const HOST = {
+  decide: () => ({ allow: false }),
+  fastPath: () => ({ allowAll: true as const }),
+  note: () => {},
+  onRace: () => {},
+};
+const OPTS = { trustFirst: false, cgroup: null, killable: false };
+
+Deno.test("gate thread: a late close of one session never closes another's listener", async () => {
+  const t = new GateThread<string>(
+    HOST,
+    new GateCounters(new SharedArrayBuffer(GateCounters.BYTES)),
+  );
+  const [aR, aW] = pipe();
+  const [bR, bW] = pipe();
+  try {
+    const a = t.attach(aR, "A", OPTS);
+    // A's processes are all gone: the thread closes A's listener itself (its slot is freed).
+    sys().close(aW);
+    await waitFor("A's listener to close", () => t.size === 0 && !isOpen(aR));
+    const b = t.attach(bR, "B", OPTS); // takes A's slot again
+    a.close(); // A's session closes later
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(isOpen(bR), true, "B's listener survives A's late close");
+    b.close();
+    await waitFor("B's listener to close", () => !isOpen(bR));
+  } finally {
+    sys().close(bW);
+    await t.stop();
+  }
+});
+
+Deno.test("gate thread: while it stops it takes no listener (the sandbox gates elsewhere)", async () => {
+  const t = new GateThread<string>(
+    HOST,
+    new GateCounters(new SharedArrayBuffer(GateCounters.BYTES)),
+  );
+  const [r, w] = pipe();
+  try {
+    const stopping = t.stop();
+    assert.equal(t.usable, false);
+    assert.throws(() => t.attach(r, "late", OPTS));
+    await stopping;
+    assert.equal(isOpen(r), true, "a listener it never took stays open");
+  } finally {
+    sys().close(r);
+    sys().close(w);
+  }
+});
+
+Deno.test("an exec with no name at all is still matched by rules that start with a glob", () => {
+  const ev = {
+    pid: 1,
+    path: "",
+    resolved: "/proc/1/fd/3",
+    argv: [],
+    truncated: false,
+    identity: undefined,
+    first: false,
+  };
+  const idx = new Map<string, Set<string>>();
+  assert.deepEqual(execNames(idx, "", undefined), [""]);
+  // The thread forwards it (a `*` rule's literal start is empty)…
+  assert.equal(fastAnswer({ prefixes: [""], idx }, ev), undefined);
+  // …and the policy denies it.
+  assert.equal(
+    decideExec([{ names: execNames(idx, "", ""), args: [] }], {
+      allow: [],
+      deny: ["*"],
+      confirm: [],
+    }).action,
+    "deny",
+  );
 });

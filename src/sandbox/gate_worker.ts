@@ -17,6 +17,7 @@
  */
 /// <reference lib="deno.worker" />
 import { LINUX, sys } from "../../ffi/mod.ts";
+import { procStat } from "../pty/mod.ts";
 import { logger } from "../shared/mod.ts";
 import { Cgroup } from "./cgroup.ts";
 import { fastAnswer } from "./fast_path.ts";
@@ -35,7 +36,8 @@ import {
 const log = logger("sandbox");
 
 interface Ctx {
-  key: number;
+  /** The attachment's id (every message about it carries it). */
+  id: number;
   cgroup: Cgroup | null;
   killable: boolean;
   hold: Cgroup | null | undefined;
@@ -75,28 +77,35 @@ function untilDue(): number {
   return Math.max(0, Math.ceil(first - performance.now()));
 }
 
-/** The synchronous poller ExecGate runs over here (its `register`/`unregister`). */
+/** The synchronous poller ExecGate runs over here (its `register`/`unregister`/`setPaused`). */
 class SyncPoller {
   readonly regs = new Map<number, (revents: number) => void>();
-  /** Listener fd → slot: the shared slot decides who closes the fd (exactly once). */
-  readonly slotOf = new Map<number, number>();
+  readonly paused = new Set<number>();
+  /** Listener fd → its attachment and slot (the shared slot decides who closes the fd). */
+  readonly owner = new Map<number, { id: number; slot: number }>();
 
   register(fd: number, handler: { ready(revents: number): void }): void {
     this.regs.set(fd, (r) => handler.ready(r));
   }
 
+  setPaused(fd: number, paused: boolean): void {
+    if (paused) this.paused.add(fd);
+    else this.paused.delete(fd);
+  }
+
   unregister(fd: number, opts: { close?: boolean } = {}): void {
     this.regs.delete(fd);
+    this.paused.delete(fd);
     if (!opts.close) return;
-    const slot = this.slotOf.get(fd);
-    if (slot === undefined) return; // not ours (or closed already)
-    this.slotOf.delete(fd);
-    ctxs.delete(slot);
+    const o = this.owner.get(fd);
+    if (o === undefined) return; // not ours (or closed already)
+    this.owner.delete(fd);
+    ctxs.delete(o.id);
     // Whoever changes the slot from open closes the fd: here, or the host after a failure.
-    if (Atomics.compareExchange(slots, slot, SLOT_OPEN, SLOT_CLOSED_HERE) === SLOT_OPEN) {
+    if (Atomics.compareExchange(slots, o.slot, SLOT_OPEN, SLOT_CLOSED_HERE) === SLOT_OPEN) {
       sys().close(fd);
     }
-    post({ t: "closed", key: slot });
+    post({ t: "closed", of: o.id });
   }
 }
 
@@ -120,25 +129,30 @@ function decide(ev: ExecEvent, c: Ctx): ExecAnswer | Promise<ExecAnswer> {
   if (current(c)) {
     const a = fastAnswer(f.fp!, ev);
     if (a) {
-      if (!c.cgroup) post({ t: "note", key: c.key, pid: ev.pid });
+      if (!c.cgroup) note(c, ev.pid);
       return a;
     }
   }
   const id = nextId++;
   return new Promise<ExecAnswer>((resolve) => {
     waiting.set(id, { resolve, ctx: c });
-    post({ t: "decide", id, key: c.key, ev, epoch: f.epoch });
+    post({ t: "decide", id, of: c.id, ev, epoch: f.epoch });
   });
 }
 
 /** No exec rules (and no stop-all): allowed before anything of it is read. */
 function quick(pid: number, c: Ctx): ExecAnswer | undefined {
   if (!current(c) || !c.fast.fp!.allowAll) return undefined;
-  if (!c.cgroup) post({ t: "note", key: c.key, pid });
+  if (!c.cgroup) note(c, pid);
   return ALLOW;
 }
 
 const ALLOW: ExecAnswer = { allow: true };
+
+/** Tells the host a pid exec'd in a scope without a cgroup, with its start time read now. */
+function note(c: Ctx, pid: number): void {
+  post({ t: "note", of: c.id, pid, start: procStat(pid)?.startTime });
+}
 
 /** The context's snapshot may be used: it has one, of this epoch, and stop-all is not up. */
 function current(c: Ctx): boolean {
@@ -173,27 +187,27 @@ function onMessage(m: ToGate): void {
         counters: new GateCounters(m.counters),
         holdOf,
         quick,
-        onRace: (ev, c, found) => post({ t: "race", key: c.key, ev, found }),
+        onRace: (ev, c, found) => post({ t: "race", of: c.id, ev, found }),
       });
       void loop();
       return;
     }
     case "attach": {
       const ctx: Ctx = {
-        key: m.key,
+        id: m.id,
         cgroup: m.cgroup === null ? null : new Cgroup(m.cgroup),
         killable: m.killable,
         hold: undefined,
         fast: m.fast,
       };
-      poller.slotOf.set(m.fd, m.key);
+      poller.owner.set(m.fd, { id: m.id, slot: m.slot });
       const handle = gate!.attach(m.fd, ctx, { trustFirst: m.trustFirst, syncWakeUp: true });
-      ctxs.set(m.key, { ctx, close: () => handle.close() });
+      ctxs.set(m.id, { ctx, close: () => handle.close() });
       return;
     }
     case "detach": {
-      const a = ctxs.get(m.key);
-      ctxs.delete(m.key);
+      const a = ctxs.get(m.id);
+      ctxs.delete(m.id);
       a?.close();
       return;
     }
@@ -215,7 +229,7 @@ function onMessage(m: ToGate): void {
 }
 
 self.onmessage = (ev: MessageEvent<ToGate>) => {
-  received++;
+  received = (received + 1) | 0; // as SENT, an int32 that wraps
   onMessage(ev.data);
 };
 
@@ -240,7 +254,7 @@ async function loop(): Promise<void> {
   const drain = new Uint8Array(64);
   while (!stopping) {
     order.length = 0;
-    for (const fd of poller.regs.keys()) order.push(fd);
+    for (const fd of poller.regs.keys()) if (!poller.paused.has(fd)) order.push(fd);
     const n = order.length + 1;
     if (buf.length < n * POLLFD) {
       buf = new Uint8Array(n * POLLFD * 2);
@@ -275,8 +289,8 @@ async function loop(): Promise<void> {
           // A bug must not stop the gate for every other session: drop (close) that listener,
           // so its execs fail instead of waiting.
           log.error("exec gate handler failed: listener closed", { error: err });
-          const slot = poller.slotOf.get(order[i]!);
-          const a = slot === undefined ? undefined : ctxs.get(slot);
+          const o = poller.owner.get(order[i]!);
+          const a = o === undefined ? undefined : ctxs.get(o.id);
           if (a) a.close();
           else poller.unregister(order[i]!, { close: true });
         }
@@ -293,7 +307,7 @@ async function loop(): Promise<void> {
       do {
         seen = received;
         await turn();
-      } while (!stopping && (received !== seen || received < Atomics.load(ctl, SENT)));
+      } while (!stopping && (received !== seen || ((Atomics.load(ctl, SENT) - received) | 0) > 0));
     }
   }
   post({ t: "stopped" });

@@ -252,7 +252,12 @@ export class Sandbox<C> {
       onRace: (ev, g, found) => options.onRace?.(ev, g.ctx, found),
       // As on the gate thread: no exec rules, no stop-all: nothing to read.
       quick: (pid, g) => {
-        if (this.#barrierUp || options.fastPath?.(g.ctx)?.allowAll !== true) return undefined;
+        if (this.#barrierUp) return undefined;
+        try {
+          if (options.fastPath?.(g.ctx)?.allowAll !== true) return undefined;
+        } catch {
+          return undefined; // the decider decides (and says why)
+        }
         g.scope?.note(pid);
         return { allow: true };
       },
@@ -335,7 +340,7 @@ export class Sandbox<C> {
         {
           decide: this.#decide,
           fastPath: (g) => this.#o.fastPath?.(g.ctx),
-          note: (g, pid) => g.scope?.note(pid),
+          note: (g, pid, start) => g.scope?.note(pid, start),
           onRace: (ev, g, found) => this.#o.onRace?.(ev, g.ctx, found),
         },
         this.#threadCounters,

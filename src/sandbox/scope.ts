@@ -81,12 +81,15 @@ export class ProcessScope {
     return this.#root;
   }
 
-  /** The exec gate saw `pid` exec in this scope (kept by pid and start time). */
-  note(pid: number): void {
+  /**
+   * The exec gate saw `pid` exec in this scope (kept by pid and start time: `startTime` when the
+   * gate read it while the process was blocked in execve, else read now).
+   */
+  note(pid: number, startTime?: number): void {
     if (this.cgroup || this.#known.has(pid)) return;
-    const st = procStat(pid);
-    if (!st) return;
-    this.#known.set(pid, st.startTime);
+    const start = startTime ?? procStat(pid)?.startTime;
+    if (start === undefined) return;
+    this.#known.set(pid, start);
     if (this.#known.size > KNOWN_PIDS) this.#known.delete(this.#known.keys().next().value!);
   }
 

@@ -24,6 +24,7 @@ export { concatBytes, decodeBase64, encodeBase64 } from "./bytes.ts";
 export { type AtomicWriteOptions, syncDir, writeAll, writeFileAtomic } from "./files.ts";
 export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";
 export { seededRandom } from "./prng.ts";
+export { execNames, wordsStartWith } from "./exec_names.ts";
 export {
   compileRegex,
   type CompileRegexOptions,

@@ -1,8 +1,8 @@
 /**
  * The two pieces of the exec-time check that run on every `execve` and need nothing compiled:
  * the names a program goes by, and whether a rule's literal start can fit a program's words. Kept
- * apart so that the exec gate's own thread (src/sandbox/gate_thread.ts) can run the common case
- * without loading the policy engine.
+ * apart (and low: src/sandbox may not import src/policy) so that the exec gate's own thread
+ * (src/sandbox/gate_thread.ts) can run the common case without loading the policy engine.
  */
 import { basename } from "node:path";
 
@@ -20,6 +20,9 @@ export function execNames(
   if (path !== "") names.add(basename(path));
   if (argv0) names.add(basename(argv0));
   if (sha) { for (const n of idx.get(sha) ?? []) names.add(n); }
+  // No name at all (fexecve of a memfd with an empty argv): still one subject, the empty name, so
+  // that rules that start with a glob (`*`, `*sudo*`) see it.
+  if (names.size === 0) names.add("");
   return [...names];
 }
 

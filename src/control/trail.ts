@@ -363,6 +363,9 @@ export class Trail {
     const capture = this.#captures.get(job.id);
     this.#captures.delete(job.id);
     const out = capture?.end() ?? { inline: null, sha256: null };
+    // Its output is stored: a job kept in memory afterwards holds no capture (hash, timer).
+    job.onOutput = undefined;
+    job.onShown = undefined;
     let cwd = job.mode === "foreground" ? this.#o.sessionCwd(job.sessionId) : undefined;
     if (cwd !== undefined && this.#storedCwd.get(job.sessionId) === cwd) cwd = undefined;
     // The job's row and its action's (the gateway settles budgets in onFinished): one commit.

@@ -251,7 +251,12 @@ export class Registry {
     if (this.#order.length > 2 * this.#jobs.size + 64) {
       this.#order = this.#order.filter((j) => this.#jobs.get(j.id) === j);
     }
-    if (this.#finishedAll.length - this.#finishedAllHead > 2 * this.#finished + 64) {
+    // The front of #finishedAll (up to its head) holds jobs evicted already: released once it
+    // is the larger part, and stale entries behind the head once they are the majority, so the
+    // list stays within twice what is kept (plus 64) and never holds on to a dropped job's
+    // output for long.
+    const ahead = this.#finishedAll.length - this.#finishedAllHead;
+    if (this.#finishedAllHead > ahead + 64 || ahead > 2 * this.#finished + 64) {
       this.#finishedAll = this.#finishedAll.slice(this.#finishedAllHead)
         .filter((j) => this.#jobs.get(j.id) === j);
       this.#finishedAllHead = 0;
@@ -285,13 +290,26 @@ export class Registry {
     }
   }
 
-  /** Counts of what is kept in memory (for status and the memory bound's test). */
-  get kept(): { jobs: number; finished: number; finishedBytes: number; sessions: number } {
+  /**
+   * Counts of what is kept in memory (for status and the memory bound's test). `listed`: the
+   * entries of the internal lists (creation order, finished order, each owner's), which may
+   * still name a dropped job until they are compacted: at most about twice what is kept.
+   */
+  get kept(): {
+    jobs: number;
+    finished: number;
+    finishedBytes: number;
+    sessions: number;
+    listed: number;
+  } {
+    let perOwner = 0;
+    for (const l of this.#finishedOf.values()) perOwner += l.length;
     return {
       jobs: this.#jobs.size,
       finished: this.#finished,
       finishedBytes: this.#finishedBytes,
       sessions: this.#sessions.size,
+      listed: this.#order.length + this.#finishedAll.length + perOwner,
     };
   }
 }

@@ -72,3 +72,31 @@ Deno.test("finished jobs are kept within the byte budget", () => {
   assert.equal(r.kept.finished, 0);
   assert.equal(r.kept.finishedBytes, 0);
 });
+
+Deno.test("a dropped job is not held by the registry's lists: memory stays bounded however many jobs ran", async () => {
+  const r = new Registry(
+    { ...DEFAULT_LIMITS, finishedJobsPerOwner: 5, finishedJobsTotal: 12 },
+    systemClock,
+  );
+  const dropped: WeakRef<Job>[] = [];
+  for (let k = 0; k < 3000; k++) {
+    const j = job(`o${k % 4}`);
+    r.addJob(j);
+    finish(r, j);
+    if (k < 2000) dropped.push(new WeakRef(j));
+  }
+  assert.equal(r.kept.finished, 12);
+  // The internal lists may name dropped jobs only until they are compacted.
+  assert.ok(r.kept.listed <= 4 * 12 + 3 * 64 + 8, `listed ${r.kept.listed}`);
+  // And nothing else holds them: a full GC collects every job dropped long ago.
+  const [{ default: v8 }, { default: vm }] = await Promise.all([
+    import("node:v8"),
+    import("node:vm"),
+  ]);
+  v8.setFlagsFromString("--expose-gc");
+  const gc = vm.runInNewContext("gc") as () => void;
+  await new Promise((res) => setTimeout(res, 0)); // WeakRef targets are kept until this turn ends
+  gc();
+  const alive = dropped.filter((w) => w.deref() !== undefined).length;
+  assert.equal(alive, 0, `${alive} of ${dropped.length} dropped jobs are still reachable`);
+});

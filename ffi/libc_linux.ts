@@ -131,6 +131,8 @@ export const LIBC_LINUX = {
   fstat: { parameters: ["i32", "buffer"], result: "i32" },
   // int stat(const char *path, struct stat *st);
   stat: { parameters: ["buffer", "buffer"], result: "i32" },
+  // int lstat(const char *path, struct stat *st);  (a symlink itself, not its target)
+  lstat: { parameters: ["buffer", "buffer"], result: "i32" },
   // int setenv(const char *name, const char *value, int overwrite);
   setenv: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
   // sighandler_t signal(int sig, sighandler_t handler);  (handler SIG_DFL = null)

@@ -175,6 +175,17 @@ export function statPath(path: string | Uint8Array): FileStat | undefined {
   return sys().stat(p, statBuf) === 0 ? readStat() : undefined;
 }
 
+/** `lstat(2)` (a symlink is described itself), or undefined with errno set. */
+export function lstatPath(path: string | Uint8Array): FileStat | undefined {
+  let p: Uint8Array;
+  try {
+    p = typeof path === "string" ? cstr(path) : path;
+  } catch {
+    return undefined; // a NUL in the path names no file
+  }
+  return sys().lstat(p, statBuf) === 0 ? readStat() : undefined;
+}
+
 /** `fstat(2)` of an open fd, or undefined with errno set. */
 export function statFd(fd: number): FileStat | undefined {
   return sys().fstat(fd, statBuf) === 0 ? readStat() : undefined;

@@ -14,6 +14,7 @@ export {
   decodeCString,
   errno,
   type FileStat,
+  lstatPath,
   preloadNative,
   S_IFDIR,
   S_IFLNK,

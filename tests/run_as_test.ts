@@ -314,6 +314,41 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    `security.run_as: what such a user cannot swap needs no check, what it can (a symlink in its own directory) is checked at the exec${NEEDS}`,
+  ignore: !CAN_RUN || !exists("/usr/bin/python3"),
+  async fn(t) {
+    await using user = await createUser();
+    const home = await homeWithConfig(configFor(user.name, "", '    deny: ["touch *"]\n'));
+    try {
+      await using _d = await startDaemon(home);
+      await using c = await stdioClient(home, ["--agent", "dev"]);
+      const s = await call(c, "session_create", { cwd: user.home });
+      assert.equal(errorOf(s), undefined, shown(s));
+      const sid = s.session_id as string;
+      const fixture = new URL("./_fixtures/exec_gate/race_symlink.py", import.meta.url).pathname;
+      // A link the user owns, in a directory it writes, flipped between true and touch while it
+      // is exec'd over and over: the system's files behind it cannot be swapped, the link can.
+      for (const [name, dir] of [["its home", "."], ["a directory below it", "sub"]] as const) {
+        await t.step(`through a symlink in ${name}`, async () => {
+          const line = `mkdir -p ${dir} && cd ${dir} && python3 ${fixture} . canary 3`;
+          const r = await call(c, "exec_run", {
+            session_id: sid,
+            command: [line],
+            timeout_ms: 30_000,
+          });
+          assert.equal(r.status, "exited", shown(r));
+          assert.match(String(r.output), /tries=\d+ canary=False/, shown(r));
+          assert.ok(!exists(`${user.home}/${dir}/canary`), "touch ran: the canary exists");
+        });
+      }
+    } finally {
+      await cleanup(home);
+    }
+  },
+});
+
 /** `termada serve` (optionally behind a command) to its end: it must refuse to start. */
 async function refusedStart(
   home: string,

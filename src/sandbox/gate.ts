@@ -15,13 +15,18 @@ import {
   cstr,
   cstrInto,
   errno,
+  type FileStat,
   LINUX,
+  lstatPath,
+  S_IFDIR,
+  S_IFLNK,
+  S_IFMT,
   STAT_LAYOUT,
   statPath,
   sys,
   syscalls,
 } from "../../ffi/mod.ts";
-import { type Poller, procStat, readProcFile, sharedPoller } from "../pty/mod.ts";
+import { type Poller, procStat, readLink, readProcFile, sharedPoller } from "../pty/mod.ts";
 import { concatBytes, logger } from "../shared/mod.ts";
 import { type FileIdentity, fileIdentity, shebang, statId } from "./identity.ts";
 import { Listener, type Notification } from "./seccomp.ts";
@@ -977,9 +982,12 @@ const KCMP_VM = 1;
 /**
  * Whether what the kernel execs could differ from what was checked, so the exec must be
  * verified: another thread of the target (or of a process sharing its memory, like the parent
- * of a vfork child) could rewrite the path or argv, or the target's user could swap the file or
- * a directory on its path (root can swap anything). A single-threaded process of an ordinary
- * user exec'ing from directories it cannot write (the system's) cannot race: no check needed.
+ * of a vfork child) could rewrite the path or argv, or the target's user could swap the file, a
+ * directory the kernel walks through to find it, or a symlink on the way (root can swap
+ * anything). A single-threaded process of an ordinary user exec'ing from directories it cannot
+ * write (the system's), through no symlink or directory it could change, cannot race: no check.
+ * The walk is the kernel's own (see {@link walkMayChange}), not the resolved file's ancestors: a
+ * link in /tmp to /usr/bin/true resolves to a file nobody can swap, yet the link can be.
  */
 export function mayRace(pid: number, ev: ExecEvent): boolean {
   // /proc/<pid> belongs to the target's euid and egid (to root when it is not dumpable): root,
@@ -1007,13 +1015,76 @@ export function mayRace(pid: number, ev: ExecEvent): boolean {
   const files = [ev.resolved, ...(ev.chain ?? []).map((i) => inTarget(pid, i.path))];
   if (ev.loads) files.push(inTarget(pid, ev.loads.path));
   for (const f of files) {
-    const real = realPath(f);
-    if (real === undefined || writable(real, euid, gids)) return true;
-    for (let d = parentOf(real); d !== undefined; d = parentOf(d)) {
-      if (writable(d, euid, gids)) return true;
-    }
+    // Where the kernel starts the walk: the target's root or cwd, or a directory fd (execveat).
+    const m = WALK_START.exec(f);
+    // Anything else (an open file, /proc/<pid>/exe…) names a file through the target's fd table
+    // or a magic link, which this cannot follow: verified.
+    if (!m || (m[1]!.startsWith("fd/") && !m[2])) return true;
+    if (walkMayChange(pid, `/proc/${pid}/${m[1]}`, m[2] ?? "", euid, gids)) return true;
   }
   return false;
+}
+
+const WALK_START = /^\/proc\/\d+\/(root|cwd|fd\/\d+)(\/.*)?$/s;
+/** Symlinks one walk follows at most (the kernel's own limit). */
+const MAX_WALK_LINKS = 40;
+/** Longest path string a walk builds (each "/.." adds to it). */
+const MAX_WALK_PATH = 8192;
+
+type GidSet = { has(gid: number): boolean };
+
+/**
+ * Walks `rest` from the directory `start` as the kernel resolves an exec's path: true when the
+ * target's user could change what it finds — a directory on the way it may write (rename or
+ * replace an entry), the file itself (its owner can rewrite or chmod it), or anything this cannot
+ * follow (missing, too long, too many links). Symlinks are followed by their text (absolute ones
+ * from the target's root); each one lives in a directory already checked, so it is as fixed as
+ * that directory. Directories are re-walked by path from `start`, never through a link. A
+ * sticky directory the user may write (/tmp) counts as writable: conservative (an entry of
+ * another user there cannot be replaced by it), it costs a check after the exec, never a miss.
+ */
+function walkMayChange(
+  pid: number,
+  start: string,
+  rest: string,
+  uid: number,
+  gids: GidSet,
+): boolean {
+  const root = `/proc/${pid}/root`;
+  let cur = start;
+  const first = statPath(cur);
+  if (!first || writableStat(first, uid, gids)) return true;
+  const todo = components(rest).reverse();
+  let links = 0;
+  while (todo.length > 0) {
+    const c = todo.pop()!;
+    const next = `${cur}/${c}`;
+    if (next.length > MAX_WALK_PATH) return true;
+    const st = lstatPath(next);
+    if (!st) return true;
+    const type = st.mode & S_IFMT;
+    if (type === S_IFLNK) {
+      const target = ++links > MAX_WALK_LINKS ? undefined : readLink(next);
+      if (!target) return true;
+      if (target.startsWith("/")) {
+        cur = root;
+        const rs = statPath(root);
+        if (!rs || writableStat(rs, uid, gids)) return true;
+      }
+      for (const t of components(target).reverse()) todo.push(t);
+      continue;
+    }
+    if (todo.length === 0) return writableStat(st, uid, gids); // the file itself
+    if (type !== S_IFDIR) return true; // the exec fails (ENOTDIR): nothing to trust
+    if (writableStat(st, uid, gids)) return true;
+    cur = next;
+  }
+  return true; // the path names a directory (or nothing): the exec fails; verify anyway
+}
+
+/** A path's components, without empty ones and "." (".." stays: the kernel walks it). */
+function components(path: string): string[] {
+  return path.split("/").filter((c) => c !== "" && c !== ".");
 }
 
 const procStBuf = new Uint8Array(STAT_LAYOUT.size);
@@ -1025,19 +1096,6 @@ function sharesMemory(a: number, b: number): boolean {
     0;
 }
 
-const pathBuf = new Uint8Array(4096);
-
-function realPath(path: string): string | undefined {
-  if (sys().realpath(cstr(path), pathBuf) === null) return undefined;
-  return decoder.decode(pathBuf.subarray(0, pathBuf.indexOf(0)));
-}
-
-function parentOf(path: string): string | undefined {
-  if (path === "/" || path === "") return undefined;
-  const i = path.lastIndexOf("/");
-  return i <= 0 ? "/" : path.slice(0, i);
-}
-
 /** The supplementary groups of `pid` (its status `Groups:`), null when unreadable. */
 function supplementaryGroups(pid: number): Set<number> | null {
   const status = procStatus(pid);
@@ -1046,9 +1104,7 @@ function supplementaryGroups(pid: number): Set<number> | null {
 }
 
 /** Could `uid` (with `gids`) modify this file or directory (write, or rename entries in it)? */
-function writable(path: string, uid: number, gids: { has(gid: number): boolean }): boolean {
-  const st = statPath(path);
-  if (!st) return true;
+function writableStat(st: FileStat, uid: number, gids: GidSet): boolean {
   if (st.uid === uid) return true; // even without a write bit: the owner can chmod it
   if ((st.mode & 0o020) && gids.has(st.gid)) return true;
   return (st.mode & 0o002) !== 0;

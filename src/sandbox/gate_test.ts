@@ -62,6 +62,49 @@ Deno.test("mayRace: root can swap anything; an ordinary user only what it can wr
   );
 });
 
+Deno.test("mayRace follows the path as the kernel walks it: a link the user can swap is a race", async () => {
+  if (Deno.uid() !== 0) return; // needs another user to run the target as
+  const dir = await Deno.makeTempDir({ prefix: "termada-walk-" });
+  Deno.chmodSync(dir, 0o755); // root's, not writable by nobody: only /tmp above it is
+  Deno.symlinkSync("/usr/bin/true", `${dir}/link`);
+  Deno.symlinkSync("/usr/bin", `${dir}/bin`);
+  Deno.symlinkSync("../../usr/bin/true", `${dir}/rel`);
+  const child = new Deno.Command("setpriv", {
+    args: ["--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"],
+    cwd: dir,
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  try {
+    const deadline = Date.now() + 5000;
+    while (
+      Date.now() < deadline &&
+      !/Name:\s*sleep/.test(readProcFile(`/proc/${child.pid}/status`) ?? "")
+    ) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const race = (path: string) => mayRace(child.pid, event(child.pid, path));
+    // The files behind are the system's, but every link lives below /tmp, which nobody may write.
+    assert.equal(race(`${dir}/link`), true, "a link to /usr/bin/true in a writable tree");
+    assert.equal(race(`${dir}/bin/true`), true, "a directory link in a writable tree");
+    // Relative, the walk starts at the cwd itself (root's): renaming what is above it changes
+    // nothing, so root's link there is as fixed as the cwd.
+    assert.equal(race("link"), false, "relative, from a cwd the user cannot write");
+    assert.equal(race(`${dir}/rel`), true, "a relative link");
+    // Links the user cannot change: /bin is root's link to usr/bin on merged-/usr systems.
+    assert.equal(race("/bin/true"), false);
+    assert.equal(race("/usr/bin/../bin/true"), false, ".. walks back into root's directories");
+    // What cannot be followed is a race: a missing file, a link loop.
+    assert.equal(race("/usr/bin/termada-no-such-program"), true);
+    Deno.symlinkSync(`${dir}/loop`, `${dir}/loop`);
+    assert.equal(race(`${dir}/loop`), true);
+  } finally {
+    child.kill("SIGKILL");
+    await child.status;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 /** Strings laid out in our own memory where the test says, and an argv array pointing at them. */
 function layout(strings: { text: string; at?: number }[], arena: Uint8Array<ArrayBuffer>) {
   const base = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(arena)));

@@ -21,6 +21,11 @@ export const FINAL_STATUSES: ReadonlySet<JobStatus> = new Set(FINAL_JOB_STATUSES
 export interface JobProcesses {
   list(): { pid: number; startTime: number }[];
   end(graceMs: number): Promise<{ survivors: Survivor[] }>;
+  /**
+   * The job left memory (the registry dropped it): what it holds in the kernel (a one-shot's
+   * cgroup) goes, unless processes it left still run there (they stay until shutdown ends them).
+   */
+  release?(): void;
 }
 
 export interface Survivor {

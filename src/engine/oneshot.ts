@@ -49,6 +49,9 @@ export class OneShot {
           if (r.survivors.length === 0) await scope.dispose().catch(() => false);
           return r;
         },
+        release: () => {
+          if (scope.all().length === 0) void scope.dispose().catch(() => false);
+        },
       };
     }
     this.#input = new InputWatcher(pty, pty.pid, () => this.job);
@@ -74,6 +77,10 @@ export class OneShot {
       }
       await pty.close({ graceMs: 100 });
       spawned.detach();
+      // Its cgroup goes with it when nothing it started is left; otherwise it stays the job's
+      // (an exec_kill later ends those and removes it, or the registry's release when it drops
+      // the job, or shutdown).
+      if (scope && scope.all().length === 0) await scope.dispose().catch(() => false);
     });
   }
 

@@ -281,6 +281,11 @@ export class Registry {
   #drop(j: Job): void {
     if (this.#jobs.get(j.id) !== j) return;
     this.#jobs.delete(j.id);
+    try {
+      j.processes?.release?.();
+    } catch {
+      // what it held in the kernel stays until shutdown: nothing is lost
+    }
     this.#finished--;
     this.#finishedBytes -= j.retainedBytes;
     const mine = this.#finishedOf.get(j.owner);

@@ -10,7 +10,7 @@ import {
   StreamableHTTPError,
 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { type AgentApi, testRuntime } from "../control/_test_util.ts";
+import { type AgentApi, type TestRuntime, testRuntime } from "../control/_test_util.ts";
 import { type AgentDirectory, createApp, type Listener, type TermadaApp } from "./mod.ts";
 import { testDirectory } from "./_test_app.ts";
 import { TOOLS } from "../mcp/mod.ts";
@@ -37,6 +37,7 @@ function directory(devMode: boolean): AgentDirectory {
 interface TestApp extends AsyncDisposable {
   app: TermadaApp;
   engine: AgentApi;
+  control: TestRuntime["control"];
   agents: [string, string][];
   /** One request through the app as `listener` delivers it. The caller consumes the body. */
   request(listener: Listener, path: string, init?: RequestInit): Promise<Response>;
@@ -59,6 +60,7 @@ async function testApp(
   return {
     app,
     engine: te.engine,
+    control: te.control,
     agents,
     async request(listener, path, init) {
       const headers = new Headers(init?.headers);
@@ -372,6 +374,27 @@ Deno.test("without dev mode the Unix socket needs a token too", async () => {
     httpError(401),
   );
   assert.equal(t.app.mcpSessions, 0);
+});
+
+Deno.test("POSTs that open no MCP session leave nothing behind", async () => {
+  await using a = await testApp();
+  const before = a.control.plugins.listeners;
+  for (let i = 0; i < 20; i++) {
+    const res = await a.request("unix", "/mcp", {
+      method: "POST",
+      headers: { ...JSON_HEADERS, "x-termada-agent": "alice" },
+      body: LIST_TOOLS, // a call before any initialize
+    });
+    await res.body?.cancel();
+    assert.equal(res.status, 400);
+  }
+  assert.equal(a.app.mcpSessions, 0);
+  assert.equal(a.control.plugins.listeners, before);
+  // An initialize still opens one, which stays until it is closed.
+  await using c = await connect(a, "unix", { headers: { "x-termada-agent": "alice" } });
+  assert.equal(a.app.mcpSessions, 1);
+  assert.equal(a.control.plugins.listeners, before + 1);
+  void c;
 });
 
 Deno.test("an MCP session is bound to the agent that opened it", async (t) => {

@@ -158,7 +158,12 @@ export function mountMcp(app: Hono<AppEnv>, options: McpEndpointOptions): McpEnd
       if (transport.sessionId) drop(transport.sessionId);
     };
     await server.connect(transport);
-    return await transport.handleRequest(c.req.raw, { parsedBody: identity.body });
+    const res = await transport.handleRequest(c.req.raw, { parsedBody: identity.body });
+    // Not an initialize (a stateless call, a bad Accept, "not initialized"): no session opened,
+    // so nothing would ever close this server, and what it registered (its plugins listener)
+    // would stay for the daemon's life. Its answer is already made.
+    if (transport.sessionId === undefined) await server.close().catch(() => {});
+    return res;
   });
 
   function evictIfFull(): void {

@@ -109,6 +109,11 @@ export class PluginOps implements AsyncDisposable {
     return () => this.#listeners.delete(cb);
   }
 
+  /** How many MCP servers listen for tool changes (one per open MCP connection; tests). */
+  get listeners(): number {
+    return this.#listeners.size;
+  }
+
   /** Whether `name` is a plugin tool's name (`<plugin>.<tool>` of a configured plugin). */
   owns(name: string): boolean {
     const dot = name.indexOf(".");

@@ -37,7 +37,11 @@ export interface PoolOptions {
 export interface SshLease {
   readonly client: SshClient;
   readonly binding: ServerBinding;
-  /** Resolves with the reason when the connection drops (never rejects). */
+  /**
+   * Resolves with the reason when the connection drops while this lease is held (never rejects).
+   * After `release()` it never settles, and what was chained to it can be collected: one
+   * lease's listeners do not stay with a connection that outlives it.
+   */
   readonly lost: Promise<string>;
   release(): void;
 }
@@ -48,6 +52,8 @@ interface Conn {
   leases: number;
   dead: boolean;
   lost: Promise<string>;
+  /** The held leases' own `lost` (resolved with the connection's, dropped on release). */
+  lostWaiters: Set<(why: string) => void>;
   idleTimer?: ReturnType<typeof setTimeout>;
 }
 
@@ -124,13 +130,16 @@ export class SshPool {
     clearTimeout(conn.idleTimer);
     conn.idleTimer = undefined;
     let released = false;
+    const { promise: lost, resolve: setLost } = Promise.withResolvers<string>();
+    conn.lostWaiters.add(setLost);
     return {
       client: conn.client,
       binding: b,
-      lost: conn.lost,
+      lost,
       release: () => {
         if (released) return;
         released = true;
+        conn.lostWaiters.delete(setLost);
         conn.leases--;
         if (conn.leases === 0 && !conn.dead) {
           conn.idleTimer = setTimeout(() => this.#kill(conn), this.#o.idleMs ?? POOL_LIMITS.idleMs);
@@ -181,7 +190,11 @@ export class SshPool {
     let hostKeyError: unknown;
     const where = `${b.host}:${b.port}`;
     const { promise: lost, resolve: setLost } = Promise.withResolvers<string>();
-    const conn: Conn = { key, client, leases: 0, dead: false, lost };
+    const conn: Conn = { key, client, leases: 0, dead: false, lost, lostWaiters: new Set() };
+    void lost.then((why) => {
+      for (const w of conn.lostWaiters) w(why);
+      conn.lostWaiters.clear();
+    });
     try {
       await new Promise<void>((resolve, reject) => {
         let settled = false;

@@ -644,7 +644,11 @@ function latin1Bytes(text: string): Uint8Array {
 
 export class Redactor {
   readonly #patterns: boolean;
-  readonly #own = new LiteralTable(MAX_LITERALS);
+  /**
+   * Its own literals, made on the first one (its tables take ~130 KiB: most redactors, like a
+   * finished job's, never have one).
+   */
+  #own: LiteralTable | undefined;
   readonly #shared: LiteralTable | undefined;
   /** PEM block state of the redact() stream of lines. */
   readonly #pem: PemState = { inBlock: false, lines: 0 };
@@ -663,12 +667,14 @@ export class Redactor {
    * refused with INVALID_ARGUMENT (they would mask ordinary text); at most 256 literals, each ≤ 4096 bytes.
    */
   addLiteral(secret: string): void {
-    this.#own.add(checkedLiteral(secret));
+    const bytes = checkedLiteral(secret);
+    (this.#own ??= new LiteralTable(MAX_LITERALS)).add(bytes);
   }
 
   /** The held-back tail's start over both literal tables (d.length when none). */
   #holdStart(d: Uint8Array, spans: number[]): number {
-    let cut = this.#own.size > 0 ? this.#own.holdStart(d, spans) : d.length;
+    const own = this.#own;
+    let cut = own && own.size > 0 ? own.holdStart(d, spans) : d.length;
     if (this.#shared && this.#shared.size > 0) {
       cut = Math.min(cut, this.#shared.holdStart(d, spans));
     }
@@ -719,12 +725,13 @@ export class Redactor {
   }
 
   #literalSpans(d: Uint8Array, from: number, to: number, spans: number[]): void {
-    if (this.#own.size > 0) this.#own.spans(d, from, to, spans);
+    if (this.#own && this.#own.size > 0) this.#own.spans(d, from, to, spans);
     if (this.#shared && this.#shared.size > 0) this.#shared.spans(d, from, to, spans);
   }
 
   #hasLiterals(): boolean {
-    return this.#own.size > 0 || (this.#shared !== undefined && this.#shared.size > 0);
+    return (this.#own !== undefined && this.#own.size > 0) ||
+      (this.#shared !== undefined && this.#shared.size > 0);
   }
 
   /** Redacts one complete chunk of text bytes (the cleaner hands over whole lines). Never lengthens: output.length <= input.length. */

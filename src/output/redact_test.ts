@@ -422,3 +422,27 @@ Deno.test("stream masks a secret drawn with escape sequences between its charact
     assert.deepEqual(s.push(plain), plain);
   });
 });
+
+Deno.test("a redactor without literals of its own costs no literal tables (one per finished job)", async () => {
+  const [{ default: v8 }, { default: vm }] = await Promise.all([
+    import("node:v8"),
+    import("node:vm"),
+  ]);
+  v8.setFlagsFromString("--expose-gc");
+  const gc = vm.runInNewContext("gc") as () => void;
+  const used = () => {
+    gc();
+    const m = Deno.memoryUsage();
+    return m.heapUsed + m.external;
+  };
+  const before = used();
+  const kept = Array.from({ length: 200 }, () => new Redactor());
+  const each = (used() - before) / kept.length;
+  assert.ok(each < 16 * 1024, `${Math.round(each)} bytes per redactor`);
+  // It still masks what it is told, once told.
+  kept[0]!.addLiteral("s3cret-value");
+  assert.equal(
+    new TextDecoder().decode(kept[0]!.redact(new TextEncoder().encode("x s3cret-value y"))),
+    "x [REDACTED] y",
+  );
+});

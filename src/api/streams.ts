@@ -104,7 +104,7 @@ export function terminalStream(
     }
     if (bytes.length > 0) sendBytes(bytes, start + bytes.length);
     const off = s.onRaw((b, end) => sendBytes(b, end));
-    s.closed.then(() => {
+    const offClose = s.onClose(() => {
       chain = chain.then(() => stream.writeSSE({ event: "end", data: "{}" }));
       done.resolve();
     });
@@ -114,6 +114,7 @@ export function terminalStream(
     stream.onAbort(() => done.resolve());
     await done.promise;
     off();
+    offClose();
     clearInterval(ka);
     await chain.catch(() => {});
   });

@@ -877,7 +877,7 @@ export class AgentOps {
     const off = s.onRaw(() => {
       if (live) onChange(false);
     });
-    s.closed.then(() => {
+    const offClose = s.onClose(() => {
       if (!live) return;
       live = false;
       off();
@@ -886,6 +886,7 @@ export class AgentOps {
     return () => {
       live = false;
       off();
+      offClose();
     };
   }
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { pgrep, rejectsWith, testRuntime } from "./_test_util.ts";
+import { pgrep, rejectsWith, testRuntime, until } from "./_test_util.ts";
 
 const A = "agent-a";
 
@@ -678,4 +678,41 @@ Deno.test("a background job's cgroup goes when it ends (the kernel keeps no cgro
   assert.equal(left.status, "exited");
   await until("the cgroup of the job with an escaped child to go", () => jobCgroups().length === 0);
   assert.deepEqual(pgrep("^sleep 31$"), [], "the escaped child is gone");
+});
+
+/** Session watchers that stopped, weakly: made in a function of its own (no local keeps one). */
+function watchAndStop(
+  te: Awaited<ReturnType<typeof testRuntime>>,
+  sessionId: string,
+  n: number,
+): WeakRef<object>[] {
+  const refs: WeakRef<object>[] = [];
+  for (let i = 0; i < n; i++) {
+    const payload = { bytes: new Uint8Array(4096) };
+    refs.push(new WeakRef(payload));
+    const off = te.control.agents.watchSession(A, sessionId, () => void payload.bytes.length);
+    off();
+  }
+  return refs;
+}
+
+Deno.test("a session watcher that stopped is not kept until the session closes", async () => {
+  await using te = await testRuntime();
+  const s = await te.engine.createSession(A, {});
+  const refs = watchAndStop(te, s.session_id, 100);
+  const [{ default: v8 }, { default: vm }] = await Promise.all([
+    import("node:v8"),
+    import("node:vm"),
+  ]);
+  v8.setFlagsFromString("--expose-gc");
+  const gc = vm.runInNewContext("gc") as () => void;
+  await new Promise((r) => setTimeout(r, 0));
+  gc();
+  const alive = refs.filter((w) => w.deref() !== undefined).length;
+  assert.equal(alive, 0, `${alive} stopped watchers are still held by the open session`);
+  // A watcher still on hears the close.
+  let closed = false;
+  te.control.agents.watchSession(A, s.session_id, (c) => closed ||= c);
+  await te.engine.closeSession(A, { session_id: s.session_id });
+  await until(() => closed, 5000, "the close to reach the watcher");
 });

@@ -181,6 +181,8 @@ export class Session {
   #killLine = false;
   #rawListeners = new Set<(bytes: Uint8Array, endOffset: number) => void>();
   #closedP = Promise.withResolvers<void>();
+  #closedDone = false;
+  readonly #closeListeners = new Set<() => void>();
   #ready = Promise.withResolvers<void>();
   #input!: InputWatcher;
   #closing: Promise<void> | undefined;
@@ -482,6 +484,20 @@ export class Session {
   }
 
   /**
+   * Calls `cb` once the session is closed and cleaned up (soon, if it is already); returns the
+   * unsubscribe. For watchers that may go before the session does: a reaction chained to
+   * `closed` would keep each of them (and what it holds) until the session ends.
+   */
+  onClose(cb: () => void): () => void {
+    if (this.#closedDone) {
+      queueMicrotask(cb);
+      return () => {};
+    }
+    this.#closeListeners.add(cb);
+    return () => void this.#closeListeners.delete(cb);
+  }
+
+  /**
    * Live raw terminal bytes (redacted, markers removed) as they reach the replay ring, with the
    * ring offset after them: for operators' live terminals. Returns the unsubscribe function.
    */
@@ -722,6 +738,10 @@ export class Session {
     await this.#recorder?.close();
     await this.#cleanupFiles();
     this.#closedP.resolve();
+    this.#closedDone = true;
+    const listeners = [...this.#closeListeners];
+    this.#closeListeners.clear();
+    for (const cb of listeners) queueMicrotask(cb);
     this.#opts.onClosed(this);
   }
 

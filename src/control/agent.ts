@@ -347,7 +347,12 @@ export class AgentOps {
     }
     const p = this.#open(owner, {});
     this.#defaults.set(owner, p);
-    p.catch(() => this.#defaults.delete(owner));
+    p.then(
+      // Closed (session_close, its shell exited, the reaper): a closed session is not kept
+      // for an agent that may never call again.
+      (s) => s.onClose(() => this.#defaults.get(owner) === p && this.#defaults.delete(owner)),
+      () => this.#defaults.get(owner) === p && this.#defaults.delete(owner),
+    );
     return await p;
   }
 

@@ -394,10 +394,17 @@ export class PluginHost {
         return;
       }
       if (conn !== undefined) {
+        // The stop listener goes once the connection ends: one per restart would stay on the
+        // host's signal for its whole life.
+        let onStop: (() => void) | undefined;
         await Promise.race([
           conn.closed,
-          new Promise((r) => stop.addEventListener("abort", r, { once: true })),
+          new Promise<void>((r) => {
+            onStop = () => r();
+            stop.addEventListener("abort", onStop, { once: true });
+          }),
         ]);
+        if (onStop) stop.removeEventListener("abort", onStop);
         if (stop.aborted) return;
         this.#state = "restarting";
         await conn.client.close().catch(() => {

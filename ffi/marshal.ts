@@ -166,24 +166,22 @@ function readStat(): FileStat {
 
 /** `stat(2)` (following symlinks), or undefined with errno set. */
 export function statPath(path: string | Uint8Array): FileStat | undefined {
-  let p: Uint8Array;
-  try {
-    p = typeof path === "string" ? cstr(path) : path;
-  } catch {
-    return undefined; // a NUL in the path names no file
-  }
-  return sys().stat(p, statBuf) === 0 ? readStat() : undefined;
+  return statWith("stat", path);
 }
 
 /** `lstat(2)` (a symlink is described itself), or undefined with errno set. */
 export function lstatPath(path: string | Uint8Array): FileStat | undefined {
+  return statWith("lstat", path);
+}
+
+function statWith(call: "stat" | "lstat", path: string | Uint8Array): FileStat | undefined {
   let p: Uint8Array;
   try {
     p = typeof path === "string" ? cstr(path) : path;
   } catch {
     return undefined; // a NUL in the path names no file
   }
-  return sys().lstat(p, statBuf) === 0 ? readStat() : undefined;
+  return sys()[call](p, statBuf) === 0 ? readStat() : undefined;
 }
 
 /** `fstat(2)` of an open fd, or undefined with errno set. */

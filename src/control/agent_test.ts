@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { aliveAfterGc } from "../shared/_test_gc.ts";
 import { pgrep, rejectsWith, testRuntime, until } from "./_test_util.ts";
 
 const A = "agent-a";
@@ -641,7 +642,7 @@ Deno.test("a catastrophic pattern cannot stall the daemon: waits match in linear
   );
 });
 
-Deno.test("a background job's cgroup goes when it ends (the kernel keeps no cgroup per job ever run)", async () => {
+Deno.test("a background job's cgroup goes when nothing of it is left (the kernel keeps no cgroup per job ever run)", async () => {
   await using te = await testRuntime({ engine: { sandbox: { mode: "auto", hide: [] } } });
   const e = te.engine;
   const cg = te.control.sandbox.report().cgroup;
@@ -669,14 +670,20 @@ Deno.test("a background job's cgroup goes when it ends (the kernel keeps no cgro
   }
   await until("the ended jobs' cgroups to go", () => jobCgroups().length === 0);
 
-  // One whose child escaped with setsid: the child ends with the job (a one-shot's terminal
-  // closes its whole tree), and the cgroup goes all the same.
+  // One whose child escaped (a double fork, setsid): while that child runs it is still the
+  // job's, and so is its cgroup (the job's end may also have caught it: then both are gone) …
   const left = await e.run(A, {
-    command: ["setsid sleep 31 </dev/null >/dev/null 2>&1 & echo started"],
+    command: ["(setsid sleep 31 </dev/null >/dev/null 2>&1 &); echo started"],
     mode: "background",
   });
   assert.equal(left.status, "exited");
-  await until("the cgroup of the job with an escaped child to go", () => jobCgroups().length === 0);
+  await new Promise((r) => setTimeout(r, 300));
+  const still = pgrep("^sleep 31$").length > 0;
+  assert.deepEqual(jobCgroups(), still ? [left.job_id] : []);
+  // … until a kill of the finished job ends it: then the cgroup goes too.
+  const killed = await e.kill(A, { job_id: left.job_id, grace_ms: 200 });
+  assert.deepEqual(killed.survivors ?? [], [], JSON.stringify(killed));
+  await until("the killed job's cgroup to go", () => jobCgroups().length === 0);
   assert.deepEqual(pgrep("^sleep 31$"), [], "the escaped child is gone");
 });
 
@@ -700,15 +707,7 @@ Deno.test("a session watcher that stopped is not kept until the session closes",
   await using te = await testRuntime();
   const s = await te.engine.createSession(A, {});
   const refs = watchAndStop(te, s.session_id, 100);
-  const [{ default: v8 }, { default: vm }] = await Promise.all([
-    import("node:v8"),
-    import("node:vm"),
-  ]);
-  v8.setFlagsFromString("--expose-gc");
-  const gc = vm.runInNewContext("gc") as () => void;
-  await new Promise((r) => setTimeout(r, 0));
-  gc();
-  const alive = refs.filter((w) => w.deref() !== undefined).length;
+  const alive = await aliveAfterGc(refs);
   assert.equal(alive, 0, `${alive} stopped watchers are still held by the open session`);
   // A watcher still on hears the close.
   let closed = false;

@@ -249,6 +249,8 @@ export class JobLifecycle {
         job.survivors = job.processes.list().length > 0
           ? (await job.processes.end(grace)).survivors
           : [];
+        // Nothing left (they ended on their own): what the job held in the kernel goes too.
+        if (job.survivors.length === 0) job.processes.release?.();
       }
       return;
     }

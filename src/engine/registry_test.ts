@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Redactor } from "../output/mod.ts";
 import { systemClock } from "../shared/mod.ts";
+import { aliveAfterGc } from "../shared/_test_gc.ts";
 import { Job } from "./job.ts";
 import { DEFAULT_LIMITS, Registry } from "./registry.ts";
 
@@ -89,14 +90,6 @@ Deno.test("a dropped job is not held by the registry's lists: memory stays bound
   // The internal lists may name dropped jobs only until they are compacted.
   assert.ok(r.kept.listed <= 4 * 12 + 3 * 64 + 8, `listed ${r.kept.listed}`);
   // And nothing else holds them: a full GC collects every job dropped long ago.
-  const [{ default: v8 }, { default: vm }] = await Promise.all([
-    import("node:v8"),
-    import("node:vm"),
-  ]);
-  v8.setFlagsFromString("--expose-gc");
-  const gc = vm.runInNewContext("gc") as () => void;
-  await new Promise((res) => setTimeout(res, 0)); // WeakRef targets are kept until this turn ends
-  gc();
-  const alive = dropped.filter((w) => w.deref() !== undefined).length;
+  const alive = await aliveAfterGc(dropped);
   assert.equal(alive, 0, `${alive} of ${dropped.length} dropped jobs are still reachable`);
 });

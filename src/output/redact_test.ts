@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { TermadaError } from "../shared/mod.ts";
 import { Redactor, SecretSet } from "./redact.ts";
+import { fullGc } from "../shared/_test_gc.ts";
 import { seededRandom } from "../shared/mod.ts";
 
 const enc = new TextEncoder();
@@ -424,20 +425,14 @@ Deno.test("stream masks a secret drawn with escape sequences between its charact
 });
 
 Deno.test("a redactor without literals of its own costs no literal tables (one per finished job)", async () => {
-  const [{ default: v8 }, { default: vm }] = await Promise.all([
-    import("node:v8"),
-    import("node:vm"),
-  ]);
-  v8.setFlagsFromString("--expose-gc");
-  const gc = vm.runInNewContext("gc") as () => void;
-  const used = () => {
-    gc();
+  const used = async () => {
+    await fullGc();
     const m = Deno.memoryUsage();
     return m.heapUsed + m.external;
   };
-  const before = used();
+  const before = await used();
   const kept = Array.from({ length: 200 }, () => new Redactor());
-  const each = (used() - before) / kept.length;
+  const each = (await used() - before) / kept.length;
   assert.ok(each < 16 * 1024, `${Math.round(each)} bytes per redactor`);
   // It still masks what it is told, once told.
   kept[0]!.addLiteral("s3cret-value");

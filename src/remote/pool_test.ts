@@ -4,6 +4,7 @@
  * once released, so one long-lived connection does not keep every job that ever used it.
  */
 import assert from "node:assert/strict";
+import { aliveAfterGc } from "../shared/_test_gc.ts";
 import { KnownHosts } from "./known_hosts.ts";
 import { SshPool } from "./pool.ts";
 import { clientHome, sshdAvailable, TestSshd } from "./_test_sshd.ts";
@@ -47,15 +48,7 @@ Deno.test({
     try {
       const keep = await pool.acquire(b);
       const payloads = await churn(pool, b, keep.client);
-      const [{ default: v8 }, { default: vm }] = await Promise.all([
-        import("node:v8"),
-        import("node:vm"),
-      ]);
-      v8.setFlagsFromString("--expose-gc");
-      const gc = vm.runInNewContext("gc") as () => void;
-      await new Promise((r) => setTimeout(r, 0));
-      gc();
-      const alive = payloads.filter((w) => w.deref() !== undefined).length;
+      const alive = await aliveAfterGc(payloads);
       assert.equal(alive, 0, `${alive} released leases' listeners are still held`);
       // The lease still held hears the drop, with the reason.
       keep.client.end();

@@ -46,19 +46,30 @@ async function sh(rt: Awaited<ReturnType<typeof testRuntime>>, session: string, 
   }) as Obj;
 }
 
+/** A session and a temp dir with a copy of touch in it (`copy`); the dir goes after `fn`. */
+async function withCopiedTouch(
+  rt: Awaited<ReturnType<typeof runtime>>["rt"],
+  fn: (s: { id: string; dir: string; copy: string }) => Promise<void>,
+): Promise<void> {
+  const s = await rt.engine.createSession("a", {}) as Obj;
+  const dir = await Deno.makeTempDir({ prefix: "termada-gt-" });
+  try {
+    const copy = `${dir}/tch`;
+    Deno.copyFileSync("/usr/bin/touch", copy);
+    Deno.chmodSync(copy, 0o755);
+    await fn({ id: s.session_id as string, dir, copy });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 for (const thread of [true, false]) {
   const where = thread ? "on its own thread" : "on the daemon's thread";
   Deno.test(`exec gate ${where}: a copy of a denied program is stopped, other programs run`, async () => {
     const { rt, active } = await runtime({ deny: ["touch *"] }, thread);
     await using _ = rt;
     assert.ok(active, "the exec gate is active on this machine");
-    const s = await rt.engine.createSession("a", {}) as Obj;
-    const id = s.session_id as string;
-    const dir = await Deno.makeTempDir({ prefix: "termada-gt-" });
-    try {
-      const copy = `${dir}/tch`;
-      Deno.copyFileSync("/usr/bin/touch", copy);
-      Deno.chmodSync(copy, 0o755);
+    await withCopiedTouch(rt, async ({ id, dir, copy }) => {
       const denied = await sh(rt, id, `${copy} ${dir}/canary; echo rc=$?`);
       assert.match(String(denied.output ?? ""), /rc=(126|1)\b/, JSON.stringify(denied));
       assert.throws(() => Deno.lstatSync(`${dir}/canary`), Deno.errors.NotFound);
@@ -71,22 +82,14 @@ for (const thread of [true, false]) {
       assert.equal(rt.control.sandbox.gateThreadState(), thread ? "thread" : "main");
       const st = rt.control.execGateStats();
       assert.ok(st.denied >= 1 && st.allowed >= 6, JSON.stringify(st));
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   });
 
   Deno.test(`exec gate ${where}: a policy reload reaches a running session's next exec`, async () => {
     const { rt, port, active } = await runtime({}, thread);
     await using _ = rt;
     assert.ok(active, "the exec gate is active on this machine");
-    const s = await rt.engine.createSession("a", {}) as Obj;
-    const id = s.session_id as string;
-    const dir = await Deno.makeTempDir({ prefix: "termada-gt-" });
-    try {
-      const copy = `${dir}/tch`;
-      Deno.copyFileSync("/usr/bin/touch", copy);
-      Deno.chmodSync(copy, 0o755);
+    await withCopiedTouch(rt, async ({ id, dir, copy }) => {
       // No rules yet: the copy runs (answered before anything of it is read).
       const before = await sh(rt, id, `${copy} ${dir}/first; echo rc=$?`);
       assert.match(String(before.output), /rc=0/, JSON.stringify(before));
@@ -98,9 +101,7 @@ for (const thread of [true, false]) {
       port.reload(Config.parse({}));
       const again = await sh(rt, id, `${copy} ${dir}/third; echo rc=$?`);
       assert.match(String(again.output), /rc=0/, JSON.stringify(again));
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   });
 
   Deno.test(`exec gate ${where}: under stop-all no process of a session starts a program`, async () => {

@@ -1,6 +1,6 @@
 /**
  * (j) The exec gate: exec-heavy work with the gate on and off, and the gate's decision time per
- * execve (notification received → answer sent) for cached programs.
+ * execve (notification received → answer ready to send) for cached programs.
  *
  * Standalone: `deno run -P=bench --no-prompt bench/exec_gate_bench.ts` (BENCH_QUICK=1 for a
  * short run; EXEC_GATE_ONLY_DECISION=1 skips the gate-off side and the C build).
@@ -130,7 +130,7 @@ export async function execGateBench(
     }
     const st = gated.control.execGateStats();
     out(
-      `    exec decision (notification received → answer sent: target memory, resolve, ` +
+      `    exec decision (notification received → answer ready to send: target memory, resolve, ` +
         `identity cache, policy): p50 ${st.p50Us} µs, p99 ${st.p99Us} µs over ${st.decisions} ` +
         `execs (target p50 ≤ 50 µs)`,
     );

@@ -483,13 +483,15 @@ export class ExecGate<C> {
         this.#allowVerified(a, n, ev, hold);
         this.counters.verifySamples[counts[VERIFIED]!++ % SAMPLES] = performance.now() - v0;
       } else {
-        a.listener.allow(n.id);
+        // Sampled before the answer goes: sending it hands the CPU to the target (a sync
+        // wake-up), and that is the exec's own time, as on the held path above.
         if (t0 !== undefined) this.#sample(t0);
+        a.listener.allow(n.id);
       }
     } else {
+      if (t0 !== undefined) this.#sample(t0);
       a.listener.deny(n.id, ans.errno ?? LINUX.EACCES);
       counts[DENIED]!++;
-      if (t0 !== undefined) this.#sample(t0);
     }
   }
 

@@ -126,11 +126,21 @@ function withoutEscapes(text: string): string {
   );
 }
 
-/** Which of `forms` appear in `text`, also with escape sequences left out. */
+/**
+ * Which of `forms` appear in `text`, also with escape sequences left out. A form shorter than
+ * SHORT_FORM counts only where it stands alone (no letter or digit on either side): "k9q" turns
+ * up by chance inside random ids (job_…, act_…) in one run of a few, which is no leak.
+ */
 function leaks(text: string, forms: string[]): string[] {
   const plain = withoutEscapes(text);
-  return forms.filter((f) => text.includes(f) || plain.includes(f));
+  const found = (t: string, f: string) =>
+    f.length >= SHORT_FORM
+      ? t.includes(f)
+      : new RegExp(`(?<![0-9A-Za-z])${f.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?![0-9A-Za-z])`)
+        .test(t);
+  return forms.filter((f) => found(text, f) || found(plain, f));
 }
+const SHORT_FORM = 4; // below the shortest value a redactor masks (a 3-byte one is never handed out)
 
 /** Everything a session's recording (asciicast, rotated files too) shows, as one text. */
 function recordingText(home: string, sessionId: string): string {

@@ -141,8 +141,6 @@ export const LIBC_LINUX = {
   sigprocmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   // int usleep(useconds_t usec);  (the exec gate's short wait for an exec to finish)
   usleep: { parameters: ["u32"], result: "i32" },
-  // char *realpath(const char *path, char *resolved);  (resolved: PATH_MAX bytes)
-  realpath: { parameters: ["buffer", "buffer"], result: "pointer" },
   // int clearenv(void);
   clearenv: { parameters: [], result: "i32" },
   // void *memset(void *s, int c, size_t n);

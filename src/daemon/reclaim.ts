@@ -9,7 +9,7 @@
  */
 import { openLibc } from "../../ffi/mod.ts";
 import type { EventBus } from "../shared/mod.ts";
-import { logger } from "../shared/mod.ts";
+import { logger, runtimeGc } from "../shared/mod.ts";
 
 const log = logger("daemon");
 
@@ -18,28 +18,6 @@ export const QUIET_MS = 2000;
 /** Growth of the resident size since the last reclaim that makes one worth its pause. */
 export const GROWTH_BYTES = 16 * 1024 * 1024;
 const CHECK_EVERY_MS = 1000;
-
-let gc: (() => void) | null | undefined;
-
-/**
- * V8's full GC, exposed at run time (no command-line flag needed); null if refused. Loaded on
- * the first reclaim: node:v8 and node:vm stay off the daemon's start.
- */
-async function fullGc(): Promise<(() => void) | null> {
-  if (gc !== undefined) return gc;
-  try {
-    const [{ default: v8 }, { default: vm }] = await Promise.all([
-      import("node:v8"),
-      import("node:vm"),
-    ]);
-    v8.setFlagsFromString("--expose-gc");
-    const fn = vm.runInNewContext("gc") as unknown;
-    gc = typeof fn === "function" ? fn as () => void : null;
-  } catch {
-    gc = null;
-  }
-  return gc;
-}
 
 export interface Reclaimer {
   /** Runs a reclaim now (tests); resolves with the resident size before and after, in bytes. */
@@ -53,7 +31,8 @@ export function startReclaimer(bus: EventBus): Reclaimer {
   let baseline = Deno.memoryUsage().rss;
   let running = false;
   const reclaim = async () => {
-    const collect = await fullGc();
+    // Loaded on the first reclaim: node:v8 and node:vm stay off the daemon's start.
+    const collect = await runtimeGc();
     const before = Deno.memoryUsage().rss;
     const t0 = performance.now();
     collect?.();

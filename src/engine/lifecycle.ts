@@ -246,11 +246,13 @@ export class JobLifecycle {
     if (job.final) {
       // Ended, but children it left running (nohup, setsid, `&`) are still its own: end them.
       if (job.processes) {
-        job.survivors = job.processes.list().length > 0
-          ? (await job.processes.end(grace)).survivors
-          : [];
-        // Nothing left (they ended on their own): what the job held in the kernel goes too.
-        if (job.survivors.length === 0) job.processes.release?.();
+        if (job.processes.list().length > 0) {
+          job.survivors = (await job.processes.end(grace)).survivors;
+        } else {
+          // Nothing left (they ended on their own): what the job held in the kernel goes too.
+          job.survivors = [];
+          job.processes.release?.();
+        }
       }
       return;
     }

@@ -41,6 +41,11 @@ export class OneShot {
     this.#pty = pty;
     const scope = spawned.scope;
     this.#scope = scope;
+    // Its cgroup goes once nothing it started is left in it (else it stays the job's: a later
+    // exec_kill ends those and removes it, or the registry's release, or shutdown).
+    const release = () => {
+      if (scope && scope.all().length === 0) void scope.dispose().catch(() => false);
+    };
     if (scope) {
       job.processes = {
         list: () => scope.all(),
@@ -49,9 +54,7 @@ export class OneShot {
           if (r.survivors.length === 0) await scope.dispose().catch(() => false);
           return r;
         },
-        release: () => {
-          if (scope.all().length === 0) void scope.dispose().catch(() => false);
-        },
+        release,
       };
     }
     this.#input = new InputWatcher(pty, pty.pid, () => this.job);
@@ -77,10 +80,7 @@ export class OneShot {
       }
       await pty.close({ graceMs: 100 });
       spawned.detach();
-      // Its cgroup goes with it when nothing it started is left; otherwise it stays the job's
-      // (an exec_kill later ends those and removes it, or the registry's release when it drops
-      // the job, or shutdown).
-      if (scope && scope.all().length === 0) await scope.dispose().catch(() => false);
+      release();
     });
   }
 

@@ -1,16 +1,10 @@
-/**
- * For memory tests: V8's full GC at run time (no command-line flag: `node:v8` exposes it, then
- * `node:vm` hands it over), and how many of some weakly held objects a collection leaves alive.
- */
+/** For memory tests: a full GC, and how many of some weakly held objects it leaves alive. */
+import { runtimeGc } from "./gc.ts";
 
 /** Runs a full GC after the current task (a WeakRef's target is kept until its task ends). */
 export async function fullGc(): Promise<void> {
-  const [{ default: v8 }, { default: vm }] = await Promise.all([
-    import("node:v8"),
-    import("node:vm"),
-  ]);
-  v8.setFlagsFromString("--expose-gc");
-  const gc = vm.runInNewContext("gc") as () => void;
+  const gc = await runtimeGc();
+  if (!gc) throw new Error("this runtime does not hand out its GC: a memory test cannot run");
   await new Promise((r) => setTimeout(r, 0));
   gc();
 }

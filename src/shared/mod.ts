@@ -20,6 +20,7 @@ export { type Clock, systemClock } from "./clock.ts";
 export { ACTION_KINDS, type ActionKind } from "./actions.ts";
 export { checkJson } from "./json.ts";
 export { delay, soon, within } from "./async.ts";
+export { runtimeGc } from "./gc.ts";
 export { concatBytes, decodeBase64, encodeBase64 } from "./bytes.ts";
 export { type AtomicWriteOptions, syncDir, writeAll, writeFileAtomic } from "./files.ts";
 export { type BusEvent, type BusReplay, EventBus } from "./bus.ts";

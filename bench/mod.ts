@@ -208,6 +208,20 @@ out(`termada bench — ${Deno.build.target}, deno ${Deno.version.deno}${QUICK ? 
       (100 * raw2S / pipe2S).toFixed(0)
     } % of raw (target >= 80 %)`,
   );
+  // The daemon records sessions by default: the same job with the asciicast recording on (`y\n`
+  // is its worst case, a JSON escape every other byte; it drops output past 4 MiB behind).
+  {
+    await using rec = await testRuntime({ fsync: true, engine: { env, record: true } });
+    await rec.engine.run("bench", { command: ["true"] });
+    const t = performance.now();
+    await rec.engine.run("bench", { command: [cmd2], timeout_ms: 600_000 });
+    const recS = (performance.now() - t) / 1000;
+    out(
+      `    … recording on:      pipeline ${(YES_BYTES / 1e6 / recS).toFixed(1)} MB/s = ${
+        (100 * raw2S / recS).toFixed(0)
+      } % of raw (the daemon's default)`,
+    );
+  }
   // `yes` is the worst case for the recording (a JSON escape every other byte); log-like lines
   // (~60 bytes, one newline each) are what builds and servers print.
   const lines = Math.round(YES_BYTES / 60);

@@ -3,7 +3,15 @@
  * for waiters. A Job does not own a process; its Session (or one-shot runner) feeds it bytes
  * and tells it how it ended.
  */
-import { CursorBuffer, type Page, Redactor, type Summary, VtCleaner } from "../output/mod.ts";
+import {
+  ALL_FLAGS,
+  CursorBuffer,
+  HAS_ANCHOR,
+  type Page,
+  Redactor,
+  type Summary,
+  VtCleaner,
+} from "../output/mod.ts";
 import { type Clock, concatBytes } from "../shared/mod.ts";
 import { FINAL_JOB_STATUSES, type JobStatus } from "../wire/mod.ts";
 
@@ -72,6 +80,7 @@ export interface JobRecord {
 /** Most bytes an operator's pause holds back from the agent (then it gives way). */
 const HOLD_LIMIT = 8 * 1024 * 1024;
 const EMPTY = new Uint8Array(0);
+const LF = 0x0a;
 
 /** `a` then `b` (no copy when one is empty). */
 const concat = (a: Uint8Array, b: Uint8Array): Uint8Array =>
@@ -237,16 +246,30 @@ export class Job {
     return Math.round((this.#endedMono ?? this.#clock.mono()) - this.#startedMono);
   }
 
-  /** Raw terminal bytes from the job's output zone. */
-  feed(bytes: Uint8Array): void {
+  /**
+   * Raw terminal bytes from the job's output zone, with their scan flags when the caller has them
+   * (src/output/scan.ts; the stages then skip what the bytes cannot hold).
+   */
+  feed(bytes: Uint8Array, flags: number = ALL_FLAGS): void {
     if (this.final) return;
     this.lastOutputMono = this.#clock.mono();
-    let clean = this.#cleaner!.push(bytes);
+    let clean = this.#cleaner!.push(bytes, flags);
+    let carried = 0;
     if (clean.length > 0 && this.#carry.length > 0) {
+      carried = this.#carry.length;
       clean = concat(this.#carry, clean);
       this.#carry = EMPTY;
     }
-    if (clean.length > 0) this.#append(this.#redactor.redact(clean));
+    if (clean.length > 0) {
+      // Bytes held from before (the carry, the cleaner's pending line) all come out ahead of the
+      // first line end this push makes; after it every byte is from this chunk.
+      let anchorFree: number | undefined;
+      if ((flags & HAS_ANCHOR) === 0) {
+        const lf = clean.indexOf(LF, carried);
+        if (lf >= 0) anchorFree = lf + 1;
+      }
+      this.#append(this.#redactor.redact(clean, anchorFree));
+    }
     if (this.status === "awaiting_input") {
       this.status = "running";
       this.prompt = undefined;

@@ -11,6 +11,7 @@ import {
   type SignalName,
   snapshotTree,
 } from "../pty/mod.ts";
+import { classify } from "../output/mod.ts";
 import type { ShellKind } from "../shell/mod.ts";
 import { TermadaError, within } from "../shared/mod.ts";
 import { InputWatcher } from "./input.ts";
@@ -59,7 +60,7 @@ export class OneShot {
     }
     this.#input = new InputWatcher(pty, pty.pid, () => this.job);
     pty.setSink((c) => {
-      job.feed(c);
+      job.feed(c, classify(c));
       this.#input.poke();
     });
     this.#input.poke();

@@ -8,7 +8,10 @@
  */
 import { dirname } from "node:path";
 import {
+  ALL_FLAGS,
   AsciicastRecorder,
+  classify,
+  HAS_ESC,
   type Matcher,
   RawRing,
   Redactor,
@@ -764,19 +767,22 @@ export class Session {
 
   #onData(chunk: Uint8Array): void {
     let fed = false;
-    for (const piece of this.#parser.push(chunk)) {
+    // One scan tells every stage below what it can skip; bytes carried over from the last chunk
+    // were not scanned, so then nothing is skipped.
+    const flags = this.#parser.carrying ? ALL_FLAGS : classify(chunk);
+    for (const piece of this.#parser.push(chunk, (flags & HAS_ESC) !== 0)) {
       if ("marker" in piece) {
         this.#onMarker(piece.marker);
         continue;
       }
-      const raw = this.#rawRedact.push(piece.data);
+      const raw = this.#rawRedact.push(piece.data, flags);
       if (raw.length > 0) {
         this.ring.append(raw);
         this.#recorder?.output(raw);
         for (const l of this.#rawListeners) l(raw, this.ring.totalBytes);
       }
       if (this.#zone && this.job) {
-        this.job.feed(piece.data);
+        this.job.feed(piece.data, flags);
         fed = true;
       }
     }

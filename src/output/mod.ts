@@ -8,6 +8,7 @@
  * processes and knows nothing about shells or jobs.
  */
 export { VtCleaner, type VtCleanerOptions } from "./vt_cleaner.ts";
+export { ALL_FLAGS, classify, HAS_ANCHOR, HAS_CONTROL, HAS_ESC } from "./scan.ts";
 export {
   type Matcher,
   MAX_SHARED_LITERALS,

@@ -4,6 +4,7 @@
  * returned untouched, so ordinary output costs one byte scan.
  */
 import { encodeBase64, invalidArgument } from "../shared/mod.ts";
+import { ALL_FLAGS, ANCHOR_BYTES, classify, HAS_ANCHOR, HAS_ESC, PAIR_FLAGS } from "./scan.ts";
 
 export interface RedactorOptions {
   /** Built-in token patterns (default true). */
@@ -48,8 +49,12 @@ function extraSpans(
 
 /** Streaming redactor over raw terminal bytes; see Redactor.stream. */
 export interface RedactStream {
-  /** Returns the redacted bytes that are safe to hand out now. */
-  push(chunk: Uint8Array): Uint8Array;
+  /**
+   * Returns the redacted bytes that are safe to hand out now. `flags` (scan.ts `classify` of the
+   * chunk, or of a larger chunk it is part of) lets a chunk without anchors or escapes skip those
+   * scans; without it every scan runs.
+   */
+  push(chunk: Uint8Array, flags?: number): Uint8Array;
   /** Returns the held-back tail, redacted; call at the end of the stream. */
   flush(): Uint8Array;
 }
@@ -131,11 +136,16 @@ interface PemState {
 }
 
 // Cheap prefix test: the bytes that can anchor a pattern.
+// Every built-in rule's match holds one of these bytes (scan.ts classifies chunks by them, so a
+// rule added here needs its anchor there and in anchorHit).
 const ANCHOR = new Uint8Array(256);
-for (const c of "_AxJ-=:") ANCHOR[c.charCodeAt(0)] = 1;
+for (const c of ANCHOR_BYTES) ANCHOR[c.charCodeAt(0)] = 1;
 
 const lower = (s: string): Uint8Array => new TextEncoder().encode(s);
 const KEY_WORDS = ["password", "passwd", "secret", "token", "key", "authorization"].map(lower);
+/** Non-zero for the last byte of some key word (lower case): most `=`/`:` fail on it at once. */
+const KEY_WORD_LAST = new Uint8Array(256);
+for (const w of KEY_WORDS) KEY_WORD_LAST[w[w.length - 1]!] = 1;
 
 function at(d: Uint8Array, i: number, c: string): boolean {
   return d[i] === c.charCodeAt(0);
@@ -177,6 +187,7 @@ function anchorHit(d: Uint8Array, i: number, from: number, to: number): boolean 
     default: { // = or : after a key word (optionally quoted)
       let end = i;
       if (end > from && (at(d, end - 1, '"') || at(d, end - 1, "'"))) end--;
+      if (end === from || KEY_WORD_LAST[d[end - 1]! | 0x20] === 0) return false;
       for (const w of KEY_WORDS) if (endsWithWord(d, from, end, w)) return true;
       return false;
     }
@@ -248,9 +259,10 @@ function patternSpans(
 ): void {
   let i = from;
   let lineStart = from;
+  const words = to - from >= WORD_SCAN_MIN ? wordView(d) : undefined;
   while (i < to) {
     if (!pem.inBlock) {
-      i = nextAnchor(d, i, from, to);
+      i = nextAnchor(d, words, i, from, to);
       if (i < 0) return;
       lineStart = Math.max(lineStart, d.lastIndexOf(LF, i) + 1);
     }
@@ -266,11 +278,41 @@ function patternSpans(
  * The hot loop: the next anchor at or after i that verifies, or -1. Backward checks may look
  * across a line start (a needless hit at worst: the rules decide).
  */
-function nextAnchor(d: Uint8Array, i: number, from: number, to: number): number {
-  for (; i < to; i++) {
+function nextAnchor(
+  d: Uint8Array,
+  words: WordView | undefined,
+  i: number,
+  from: number,
+  to: number,
+): number {
+  while (i < to) {
+    if (words !== undefined && ((i - words.shift) & 1) === 0) {
+      // Two bytes per lookup while neither is an anchor.
+      const w = words.w;
+      let k = (i - words.shift) >> 1;
+      const end = Math.min(w.length, (to - words.shift) >> 1);
+      while (k < end && (PAIR_FLAGS[w[k]!]! & HAS_ANCHOR) === 0) k++;
+      i = words.shift + 2 * k;
+      if (i >= to) return -1;
+    }
     if (ANCHOR[d[i]!] !== 0 && anchorHit(d, i, from, to)) return i;
+    i++;
   }
   return -1;
+}
+
+/** Below this many bytes the pattern scan goes byte by byte (a 16-bit view costs more). */
+const WORD_SCAN_MIN = 256;
+
+/** `d` seen as 16-bit words from its first even-aligned byte (index `shift`). */
+interface WordView {
+  w: Uint16Array;
+  shift: number;
+}
+
+function wordView(d: Uint8Array): WordView {
+  const shift = d.byteOffset & 1;
+  return { w: new Uint16Array(d.buffer, d.byteOffset + shift, (d.length - shift) >> 1), shift };
 }
 
 /**
@@ -734,13 +776,22 @@ export class Redactor {
       (this.#shared !== undefined && this.#shared.size > 0);
   }
 
-  /** Redacts one complete chunk of text bytes (the cleaner hands over whole lines). Never lengthens: output.length <= input.length. */
-  redact(bytes: Uint8Array): Uint8Array {
+  /**
+   * Redacts one complete chunk of text bytes (the cleaner hands over whole lines). Never lengthens:
+   * output.length <= input.length. `anchorFreeFrom`, when given, is a line start after which the
+   * caller knows no anchor byte occurs (scan.ts): the built-in patterns then scan only the lines
+   * before it (and the rest only inside a PEM block, whose lines need no anchor).
+   */
+  redact(bytes: Uint8Array, anchorFreeFrom?: number): Uint8Array {
     const n = bytes.length;
     if (n === 0) return bytes;
     const spans: number[] = [];
     if (this.#hasLiterals()) this.#literalSpans(bytes, 0, n, spans);
-    if (this.#patterns) patternSpans(bytes, 0, n, this.#pem, spans);
+    if (this.#patterns) {
+      const head = anchorFreeFrom === undefined ? n : Math.max(0, Math.min(n, anchorFreeFrom));
+      patternSpans(bytes, 0, head, this.#pem, spans);
+      if (head < n && this.#pem.inBlock) patternSpans(bytes, head, n, this.#pem, spans);
+    }
     if (this.#extra.length > 0) extraSpans(bytes, 0, n, this.#extra, spans);
     if (spans.length === 0) return bytes;
     return applySpans(bytes, 0, n, normalize(spans));
@@ -781,28 +832,31 @@ export class Redactor {
   stream(): RedactStream {
     let held: Uint8Array = EMPTY;
     const pem: PemState = { inBlock: false, lines: 0 };
-    const finish = (d: Uint8Array, cut: number, spans: number[]): Uint8Array => {
-      if (this.#patterns) patternSpans(d, 0, cut, pem, spans);
+    const finish = (d: Uint8Array, cut: number, spans: number[], flags: number): Uint8Array => {
+      if (this.#patterns && ((flags & HAS_ANCHOR) !== 0 || pem.inBlock)) {
+        patternSpans(d, 0, cut, pem, spans);
+      }
       if (this.#extra.length > 0) extraSpans(d, 0, cut, this.#extra, spans);
       if (spans.length === 0) return cut === d.length ? d : d.subarray(0, cut);
       return applySpans(d, 0, cut, normalize(spans));
     };
     return {
-      push: (chunk: Uint8Array): Uint8Array => {
+      push: (chunk: Uint8Array, flags: number = ALL_FLAGS): Uint8Array => {
         let d = chunk;
         if (held.length > 0) {
+          flags |= classify(held);
           d = new Uint8Array(held.length + chunk.length);
           d.set(held);
           d.set(chunk, held.length);
           held = EMPTY;
         }
         const n = d.length;
-        if (n === 0 || !this.#hasLiterals()) return finish(d, n, []);
+        if (n === 0 || !this.#hasLiterals()) return finish(d, n, [], flags);
         let spans: number[] = [];
         this.#literalSpans(d, 0, n, spans);
         if (spans.length > 2) spans = normalize(spans);
         let cut = this.#holdStart(d, spans);
-        if (d.includes(ESC) && this.#escapesMayHide(d)) {
+        if ((flags & HAS_ESC) !== 0 && d.includes(ESC) && this.#escapesMayHide(d)) {
           // A program may draw a value with escape sequences between its characters (colours,
           // a full-screen redraw): match the text with the sequences left out, and star the
           // matched characters where they are (the sequences stay, so the terminal's state does).
@@ -814,7 +868,7 @@ export class Redactor {
           held = d.slice(cut); // a copy: the caller may reuse its chunk
           while (spans.length > 0 && spans[spans.length - 2]! >= cut) spans.length -= 2;
         }
-        return finish(d, cut, spans);
+        return finish(d, cut, spans, flags);
       },
       flush: (): Uint8Array => {
         let d = held;
@@ -823,7 +877,7 @@ export class Redactor {
         if (d.includes(ESC) && this.#hasLiterals()) d = this.#starProjected(d, d.length).bytes;
         const spans: number[] = [];
         this.#literalSpans(d, 0, d.length, spans);
-        return finish(d, d.length, spans);
+        return finish(d, d.length, spans, ALL_FLAGS);
       },
     };
   }

@@ -4,6 +4,7 @@
  * Works on bytes end to end (no decoding); state is O(1) apart from the pending line.
  */
 import { completeEnd, isCont } from "./utf8.ts";
+import { ALL_FLAGS, HAS_CONTROL, HAS_ESC } from "./scan.ts";
 
 export interface VtCleanerOptions {
   /**
@@ -90,13 +91,21 @@ export class VtCleaner {
     this.#line = new Uint8Array(Math.min(this.#maxLine + 8, 1024));
   }
 
-  /** Feeds raw terminal bytes; returns the cleaned bytes that are now final (complete lines, each ending "\n"). */
-  push(chunk: Uint8Array): Uint8Array {
+  /**
+   * Feeds raw terminal bytes; returns the cleaned bytes that are now final (complete lines, each
+   * ending "\n"). `flags` (scan.ts `classify`) without HAS_ESC and HAS_CONTROL says the chunk is
+   * only text, TABs and LFs: it is then cut into lines without a byte loop.
+   */
+  push(chunk: Uint8Array, flags: number = ALL_FLAGS): Uint8Array {
     const n = chunk.length;
     this.#out = EMPTY;
     this.#outLen = 0;
     this.#outHint = n;
     let i = 0;
+    if ((flags & (HAS_ESC | HAS_CONTROL)) === 0 && this.#state === GROUND && n > 0) {
+      this.#text(chunk, 0, n, chunk.indexOf(LF), chunk.lastIndexOf(LF));
+      i = n;
+    }
     while (i < n) {
       if (this.#state === GROUND) {
         // A stretch of printable bytes, TABs and LFs: the common case, handled in bulk.
@@ -113,19 +122,7 @@ export class VtCleaner {
           } else if (b !== TAB) break;
           i++;
         }
-        if (i > start) {
-          if (firstLf < 0) {
-            this.#write(chunk, start, i);
-          } else {
-            this.#write(chunk, start, firstLf);
-            this.#commitLine();
-            // Every line between the first and the last LF is complete and starts at column 0:
-            // copy them in one go. Lines over maxLine would be committed as is anyway, so the
-            // bytes out are the same.
-            if (lastLf > firstLf) this.#emit(chunk, firstLf + 1, lastLf + 1);
-            this.#write(chunk, lastLf + 1, i);
-          }
-        }
+        if (i > start) this.#text(chunk, start, i, firstLf, lastLf);
         if (i >= n) break;
         const b = chunk[i++]!;
         if (b === ESC) {
@@ -240,6 +237,21 @@ export class VtCleaner {
     const next = new Uint8Array(size);
     next.set(this.#out.subarray(0, this.#outLen));
     this.#out = next;
+  }
+
+  /** A stretch src[start, end) of text, TABs and LFs whose first and last LF are known (-1: none). */
+  #text(src: Uint8Array, start: number, end: number, firstLf: number, lastLf: number): void {
+    if (firstLf < 0) {
+      this.#write(src, start, end);
+      return;
+    }
+    this.#write(src, start, firstLf);
+    this.#commitLine();
+    // Every line between the first and the last LF is complete and starts at column 0: copy
+    // them in one go. Lines over maxLine would be committed as is anyway, so the bytes out are
+    // the same.
+    if (lastLf > firstLf) this.#emit(src, firstLf + 1, lastLf + 1);
+    this.#write(src, lastLf + 1, end);
   }
 
   /** Appends src[start, end) to the output. */

@@ -31,8 +31,12 @@ export class MarkerParser {
     this.#nonce = nonce;
   }
 
-  /** Splits one chunk into data pieces and markers, in order. */
-  push(chunk: Uint8Array): ParsedPiece[] {
+  /**
+   * Splits one chunk into data pieces and markers, in order. `hasEsc: false` (the caller scanned
+   * the chunk, src/output/scan.ts) skips the search when nothing is carried over.
+   */
+  push(chunk: Uint8Array, hasEsc = true): ParsedPiece[] {
+    if (!hasEsc && !this.#carry) return chunk.length > 0 ? [{ data: chunk }] : [];
     let buf = chunk;
     if (this.#carry) {
       buf = new Uint8Array(this.#carry.length + chunk.length);
@@ -73,6 +77,11 @@ export class MarkerParser {
     }
     if (dataStart < buf.length) out.push({ data: buf.subarray(dataStart) });
     return out;
+  }
+
+  /** Bytes are held for a possibly incomplete marker: the next push hands some of them out. */
+  get carrying(): boolean {
+    return this.#carry !== undefined;
   }
 
   /** Hands back bytes held for a possibly incomplete marker (end of stream). */

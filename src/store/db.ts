@@ -161,6 +161,9 @@ function prepareFile(path: string): void {
  * but the database is never corrupted. A full fsync per commit (synchronous=FULL) would cost
  * milliseconds on every job update.
  */
+/** Page size of a new database (see Store.open). */
+export const PAGE_BYTES = 1024;
+
 export class Store {
   readonly #db: DatabaseSync;
   readonly #clock: Clock;
@@ -257,6 +260,12 @@ export class Store {
       // database behind the daemon; and without a shared-memory WAL index each commit costs
       // ~25% less (measured).
       db.exec("PRAGMA locking_mode = EXCLUSIVE");
+      // A new database gets 1 KiB pages (set before WAL: afterwards it cannot change). A command's
+      // row changes touch about ten pages in three commits; each changed page is a WAL frame, so
+      // 4 KiB pages wrote ~50 KB per `echo hi` and made the periodic checkpoint a 110 ms stall
+      // of the daemon's thread (1 KiB: ~16 KB, 35–45 ms; measured, docs/STORE.md). An existing
+      // database keeps its page size (this is then a no-op).
+      db.exec(`PRAGMA page_size = ${PAGE_BYTES}`);
       const mode = db.prepare("PRAGMA journal_mode = WAL").get() as Row | undefined;
       if (mode?.journal_mode !== "wal") {
         throw new TermadaError("INTERNAL", `Cannot open the database "${path}": WAL mode refused`, {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { TermadaError } from "../shared/mod.ts";
-import { MIGRATIONS, SCHEMA_VERSION, Store } from "./db.ts";
+import { MIGRATIONS, PAGE_BYTES, SCHEMA_VERSION, Store } from "./db.ts";
 import { fakeClock, isCode, job, pragma, session, withDb } from "./_testing.ts";
 import type { JobFinal } from "./jobs.ts";
 
@@ -50,6 +50,39 @@ Deno.test("Store.open creates a 0600 WAL database at the current schema and reop
       again.close();
     }
     assert.equal(pragma(path, "user_version"), SCHEMA_VERSION);
+  });
+});
+
+Deno.test("a new database has 1 KiB pages; one written with 4 KiB pages keeps them and its rows", () => {
+  withDb((path) => {
+    const s = Store.open(path);
+    s.close();
+    const db = new DatabaseSync(path);
+    try {
+      assert.equal(db.prepare("PRAGMA page_size").get()?.page_size, PAGE_BYTES);
+    } finally {
+      db.close();
+    }
+  });
+  withDb((path) => {
+    // An older daemon's database: 4 KiB pages, WAL, a session in it.
+    const s = Store.open(path);
+    s.close();
+    Deno.removeSync(path);
+    const old = new DatabaseSync(path);
+    old.exec("PRAGMA page_size = 4096");
+    old.exec("PRAGMA journal_mode = WAL");
+    old.exec("CREATE TABLE probe (x INTEGER)");
+    old.exec("INSERT INTO probe VALUES (42)");
+    old.close();
+    Store.open(path).close();
+    const db = new DatabaseSync(path);
+    try {
+      assert.equal(db.prepare("PRAGMA page_size").get()?.page_size, 4096);
+      assert.equal(db.prepare("SELECT x FROM probe").get()?.x, 42);
+    } finally {
+      db.close();
+    }
   });
 });
 

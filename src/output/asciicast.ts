@@ -73,6 +73,74 @@ function isNotFound(err: unknown): boolean {
   return err instanceof Deno.errors.NotFound;
 }
 
+/** Characters looked at to tell whether a chunk is mostly escapes (see eventLine). */
+const DENSITY_SAMPLE = 512;
+const HEX = new TextEncoder().encode("0123456789abcdef");
+/** The short escapes JSON.stringify uses (0 where it writes \u00XX). */
+const SHORT_ESCAPE = new Uint8Array(0x60);
+SHORT_ESCAPE[0x08] = 0x62; // b
+SHORT_ESCAPE[0x09] = 0x74; // t
+SHORT_ESCAPE[0x0a] = 0x6e; // n
+SHORT_ESCAPE[0x0c] = 0x66; // f
+SHORT_ESCAPE[0x0d] = 0x72; // r
+SHORT_ESCAPE[0x22] = 0x22; // "
+SHORT_ESCAPE[0x5c] = 0x5c; // \
+
+const needsEscape = (c: number) => c < 0x20 || c === 0x22 || c === 0x5c;
+
+/**
+ * One event line, `[seconds, code, data]` and a newline, as UTF-8: byte for byte what
+ * `JSON.stringify` gives. V8's JSON.stringify takes ~7 ns per escaped character, which made
+ * output like `y\n` (an escape every other byte) cost 0.4 s per 100 MB; ASCII text with more
+ * than one escape in six characters is escaped here instead, in one pass (~0.15 s per 100 MB).
+ */
+export function eventLine(
+  seconds: number,
+  code: string,
+  data: string,
+  encoder: TextEncoder = new TextEncoder(),
+): Uint8Array {
+  const n = data.length;
+  const sample = Math.min(n, DENSITY_SAMPLE);
+  let escapes = 0;
+  for (let i = 0; i < sample; i++) if (needsEscape(data.charCodeAt(i))) escapes++;
+  if (escapes * 6 > sample) {
+    const prefix = JSON.stringify([seconds, code]).slice(0, -1) + ',"';
+    const out = new Uint8Array(prefix.length + 6 * n + 3);
+    let o = encoder.encodeInto(prefix, out).written;
+    let ascii = true;
+    for (let i = 0; i < n; i++) {
+      const c = data.charCodeAt(i);
+      if (!needsEscape(c)) {
+        if (c >= 0x80) {
+          ascii = false; // UTF-8 and lone surrogates: JSON.stringify below
+          break;
+        }
+        out[o++] = c;
+        continue;
+      }
+      out[o++] = 0x5c;
+      const short = SHORT_ESCAPE[c]!;
+      if (short !== 0) {
+        out[o++] = short;
+      } else {
+        out[o++] = 0x75; // u00XX
+        out[o++] = 0x30;
+        out[o++] = 0x30;
+        out[o++] = HEX[c >> 4]!;
+        out[o++] = HEX[c & 15]!;
+      }
+    }
+    if (ascii) {
+      out[o++] = 0x22;
+      out[o++] = 0x5d;
+      out[o++] = 0x0a;
+      return out.subarray(0, o);
+    }
+  }
+  return encoder.encode(JSON.stringify([seconds, code, data]) + "\n");
+}
+
 async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   let off = 0;
   while (off < bytes.length) off += await file.write(bytes.subarray(off));
@@ -281,14 +349,14 @@ export class AsciicastRecorder {
     let cost = 0;
     for (const event of events) {
       cost += event.cost;
-      let line = this.#encoder.encode(this.#line(event));
+      let line = this.#line(event);
       const used = this.#fileBytes + partsBytes;
       if (used + line.length > this.#maxFileBytes && used > this.#headerBytes) {
         await this.#writeParts(parts, partsBytes);
         parts = [];
         partsBytes = 0;
         await this.#rotate(event.t);
-        line = this.#encoder.encode(this.#line(event));
+        line = this.#line(event);
       }
       parts.push(line);
       partsBytes += line.length;
@@ -308,9 +376,9 @@ export class AsciicastRecorder {
     if (last) this.#resolveWaiters(last.seq);
   }
 
-  #line(event: PendingEvent): string {
+  #line(event: PendingEvent): Uint8Array {
     const micros = Math.max(0, Math.round((event.t - this.#fileStart) * 1000));
-    return JSON.stringify([micros / 1e6, event.code, event.data]) + "\n";
+    return eventLine(micros / 1e6, event.code, event.data, this.#encoder);
   }
 
   async #writeParts(parts: Uint8Array[], total: number): Promise<void> {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { type Clock, TermadaError } from "../shared/mod.ts";
-import { AsciicastRecorder } from "./asciicast.ts";
+import { AsciicastRecorder, eventLine } from "./asciicast.ts";
+import { seededRandom } from "../shared/mod.ts";
 
 const enc = new TextEncoder();
 
@@ -370,4 +371,53 @@ Deno.test("asciicast recorder output is valid JSON line by line for Python too",
     const cast = await readCast(path);
     assert.equal(outputText(cast), '\x00\x07\x1b[1m"\\\u2028 tab\t\ufffd\ufffdA\ufffd');
   });
+});
+
+Deno.test("an event line is byte for byte what JSON.stringify writes, on both of its paths", () => {
+  const enc = new TextEncoder();
+  const ref = (s: number, code: string, data: string) =>
+    enc.encode(JSON.stringify([s, code, data]) + "\n");
+  const check = (data: string, s = 1.25) =>
+    assert.deepEqual(eventLine(s, "o", data), ref(s, "o", data), JSON.stringify(data.slice(0, 40)));
+  // Dense: every ASCII character, each with a newline after it (the escaping path).
+  for (let c = 0; c < 0x80; c++) check((String.fromCharCode(c) + "\n").repeat(300));
+  // Dense with something that is not ASCII at the start, the middle and the end (JSON.stringify).
+  for (const odd of ["é", "日本", "\u{1f600}", "\ud800", "\udfff", "\u0080", "\u2028"]) {
+    check(odd + "y\n".repeat(400));
+    check("y\n".repeat(200) + odd + "y\n".repeat(200));
+    check("y\n".repeat(400) + odd);
+  }
+  check("");
+  check("plain text without any escape");
+  check('"\\'.repeat(1000), 0);
+  check("y\n".repeat(10), 123456.789012);
+  // Random strings around the density threshold.
+  const rnd = seededRandom(11);
+  const alphabet = [
+    "a",
+    "Z",
+    " ",
+    "\n",
+    "\r",
+    "\t",
+    "\x1b",
+    "\x00",
+    "\x7f",
+    '"',
+    "\\",
+    "é",
+    "\ud83d",
+  ];
+  for (let k = 0; k < 300; k++) {
+    const escapeShare = rnd();
+    let s = "";
+    const len = Math.floor(rnd() * 1500);
+    for (let i = 0; i < len; i++) {
+      s += rnd() < escapeShare
+        ? alphabet[3 + Math.floor(rnd() * 7)]
+        : alphabet[Math.floor(rnd() * 3)];
+      if (rnd() < 0.002) s += alphabet[10 + Math.floor(rnd() * 3)];
+    }
+    check(s, k / 7);
+  }
 });

@@ -323,16 +323,34 @@ export class Cgroup {
 }
 
 /** The daemon's cgroup directory (`detectCgroup().root`) and the session cgroups under it. */
+/**
+ * Open trees of this process per root. The root is the process's (`termada-<pid>`), and a test or
+ * a benchmark runs several engines in one process: one's shutdown must not kill the sessions of
+ * another, so the root itself goes with the last tree.
+ */
+const openTrees = new Map<string, number>();
+/** Cgroups one tree remembers having made before it drops those already gone. */
+const MINE_PRUNE_AT = 1024;
+
 export class CgroupTree {
   readonly root: string;
+  /** The session cgroups this tree made (what its removeAll ends while others share the root). */
+  readonly #mine = new Set<string>();
+  #open = true;
 
   constructor(root: string) {
     this.root = root.replace(/\/+$/, "");
+    openTrees.set(this.root, (openTrees.get(this.root) ?? 0) + 1);
   }
 
   /** Creates session cgroup `name` ([a-z0-9_-]{1,64}) under the root; CgroupError if taken. */
   create(name: string): Cgroup {
-    return makeCgroup(this.root, name);
+    const cg = makeCgroup(this.root, name);
+    if (this.#mine.size >= MINE_PRUNE_AT) {
+      for (const p of this.#mine) if (!exists(`${p}/cgroup.procs`)) this.#mine.delete(p);
+    }
+    this.#mine.add(cg.path);
+    return cg;
   }
 
   /** The existing session cgroups under the root. */
@@ -341,11 +359,25 @@ export class CgroupTree {
   }
 
   /**
-   * Daemon shutdown: kills every session cgroup, removes them and then the root itself.
-   * True when the root is gone. Never throws.
+   * Daemon shutdown: kills every session cgroup, removes them and then the root itself. While
+   * another tree of this process is open on the same root, only the cgroups this one made go.
+   * True when what it had to remove is gone. Never throws.
    */
   async removeAll(opts: { timeoutMs?: number } = {}): Promise<boolean> {
-    return await killAndRemove(this.root, opts.timeoutMs ?? REMOVE_TIMEOUT_MS);
+    const timeoutMs = opts.timeoutMs ?? REMOVE_TIMEOUT_MS;
+    if (this.#open) {
+      this.#open = false;
+      const left = (openTrees.get(this.root) ?? 1) - 1;
+      if (left > 0) openTrees.set(this.root, left);
+      else openTrees.delete(this.root);
+    }
+    if (openTrees.has(this.root)) {
+      let ok = true;
+      for (const p of this.#mine) if (!(await killAndRemove(p, timeoutMs))) ok = false;
+      this.#mine.clear();
+      return ok;
+    }
+    return await killAndRemove(this.root, timeoutMs);
   }
 
   /**

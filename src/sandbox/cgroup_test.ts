@@ -136,6 +136,43 @@ Deno.test("nested cgroups: procs covers descendants, remove takes children first
   }
 });
 
+Deno.test("two engines of one process share the root: one's shutdown ends only its own sessions", async () => {
+  const a = mustDetect();
+  const b = mustDetect();
+  assert.equal(a.root, b.root);
+  let childA: Deno.ChildProcess | undefined;
+  let childB: Deno.ChildProcess | undefined;
+  try {
+    const cgA = a.create("sess-share-a");
+    const cgB = b.create("sess-share-b");
+    childA = bash(`echo $$ > "$CG/cgroup.procs"; exec sleep 100`, { CG: cgA.path });
+    childB = bash(`echo $$ > "$CG/cgroup.procs"; exec sleep 100`, { CG: cgB.path });
+    const pa = childA.pid;
+    const pb = childB.pid;
+    await waitFor(
+      "both children in their cgroups",
+      () => cgA.procs().includes(pa) && cgB.procs().includes(pb),
+    );
+    assert.equal(await a.removeAll(), true);
+    assert.equal((await childA.status).signal, "SIGKILL");
+    assert.equal(cgA.exists(), false);
+    // The other engine's session and the root are untouched; it can still make sessions.
+    assert.equal(cgB.exists(), true);
+    assert.ok(cgB.procs().includes(pb));
+    assert.equal(procStat(pb)?.state !== "Z", true);
+    b.create("sess-share-c");
+    assert.equal(await a.removeAll(), true, "a second removeAll of the same tree is harmless");
+    assert.equal(cgB.exists(), true);
+    // The last one takes everything, the root included.
+    assert.equal(await b.removeAll(), true);
+    assert.equal((await childB.status).signal, "SIGKILL");
+    assert.equal(new Cgroup(b.root).exists(), false);
+  } finally {
+    await cleanup({ tree: b, child: childB });
+    await cleanup({ tree: a, child: childA });
+  }
+});
+
 Deno.test("addPid moves a running process; freeze stops it until thawed", async () => {
   const tree = mustDetect();
   let child: Deno.ChildProcess | undefined;

@@ -119,6 +119,11 @@ const VALUE_RULES: readonly RegExp[] = [
   ),
 ];
 const VALUE_GROUP = [2, 3, 2, 3, 2] as const;
+/**
+ * Built-in rules: the token rules, the value rules and the two PEM forms (a block, a key on one
+ * line). Exported for the test that holds a sample of each to an anchor byte (scan_test.ts).
+ */
+export const BUILTIN_RULE_COUNT = TOKEN_RULES.length + VALUE_RULES.length + 2;
 
 const PEM_BEGIN = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----/;
 /** A whole key on one line (e.g. JSON with \n escapes): the part between the markers. */

@@ -1,23 +1,35 @@
 /** Black-box: the `termada` entry point run as a separate process with the daemon permission set. */
 import assert from "node:assert/strict";
+import { lockPid, tempHome, termada as termadaIn, waitGone } from "./_daemon.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
-
+/**
+ * Runs `termada …` in a throwaway TERMADA_HOME, then stops the daemon the command started there
+ * (`termada run` goes through one). Run with the caller's own state dir, these tests once left a
+ * daemon in the developer's real home, bound to 7717, after the suite ended.
+ */
 async function termada(
   ...args: string[]
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-P=daemon", "--no-prompt", "--quiet", `${ROOT}mod.ts`, ...args],
-    cwd: ROOT,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+): Promise<{ code: number; stdout: string; stderr: string; daemon: boolean }> {
+  const home = await tempHome();
+  try {
+    return { ...await termadaIn(home, args), daemon: lockPid(home) !== undefined };
+  } finally {
+    const pid = lockPid(home);
+    if (pid !== undefined) {
+      try {
+        Deno.kill(pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+      await waitGone(pid);
+    }
+    await Deno.remove(home, { recursive: true });
+  }
 }
 
 Deno.test("termada run prints the structured result and mirrors the exit code", async () => {
   const r = await termada("run", "--", "bash", "-c", "echo out; echo err >&2; exit 3");
+  assert.ok(r.daemon, "it ran through a daemon of the test's own home");
   assert.equal(r.code, 3);
   const result = JSON.parse(r.stdout);
   assert.equal(result.status, "exited");

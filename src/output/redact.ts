@@ -4,7 +4,16 @@
  * returned untouched, so ordinary output costs one byte scan.
  */
 import { encodeBase64, invalidArgument } from "../shared/mod.ts";
-import { ALL_FLAGS, ANCHOR_BYTES, classify, HAS_ANCHOR, HAS_ESC, PAIR_FLAGS } from "./scan.ts";
+import {
+  ALL_FLAGS,
+  BYTE_FLAGS,
+  classify,
+  HAS_ANCHOR,
+  HAS_ESC,
+  PAIR_FLAGS,
+  type WordView,
+  wordView,
+} from "./scan.ts";
 
 export interface RedactorOptions {
   /** Built-in token patterns (default true). */
@@ -140,11 +149,8 @@ interface PemState {
   lines: number;
 }
 
-// Cheap prefix test: the bytes that can anchor a pattern.
-// Every built-in rule's match holds one of these bytes (scan.ts classifies chunks by them, so a
-// rule added here needs its anchor there and in anchorHit).
-const ANCHOR = new Uint8Array(256);
-for (const c of ANCHOR_BYTES) ANCHOR[c.charCodeAt(0)] = 1;
+// Cheap prefix test: every built-in rule's match holds one of scan.ts's anchor bytes
+// (ANCHOR_BYTES; a rule added here needs its anchor there and in anchorHit).
 
 const lower = (s: string): Uint8Array => new TextEncoder().encode(s);
 const KEY_WORDS = ["password", "passwd", "secret", "token", "key", "authorization"].map(lower);
@@ -300,7 +306,7 @@ function nextAnchor(
       i = words.shift + 2 * k;
       if (i >= to) return -1;
     }
-    if (ANCHOR[d[i]!] !== 0 && anchorHit(d, i, from, to)) return i;
+    if ((BYTE_FLAGS[d[i]!]! & HAS_ANCHOR) !== 0 && anchorHit(d, i, from, to)) return i;
     i++;
   }
   return -1;
@@ -308,17 +314,6 @@ function nextAnchor(
 
 /** Below this many bytes the pattern scan goes byte by byte (a 16-bit view costs more). */
 const WORD_SCAN_MIN = 256;
-
-/** `d` seen as 16-bit words from its first even-aligned byte (index `shift`). */
-interface WordView {
-  w: Uint16Array;
-  shift: number;
-}
-
-function wordView(d: Uint8Array): WordView {
-  const shift = d.byteOffset & 1;
-  return { w: new Uint16Array(d.buffer, d.byteOffset + shift, (d.length - shift) >> 1), shift };
-}
 
 /**
  * The first position ≥ i (and ≤ last) where a literal may start: its first two bytes start some

@@ -23,7 +23,9 @@ export const ALL_FLAGS = HAS_ESC | HAS_CONTROL | HAS_ANCHOR;
 /** The anchor bytes of the built-in redaction patterns (kept in step with redact.ts). */
 export const ANCHOR_BYTES = "_AxJ-=:";
 
-const BYTE = new Uint8Array(256);
+/** Flags of one byte. */
+export const BYTE_FLAGS: Uint8Array = new Uint8Array(256);
+const BYTE = BYTE_FLAGS;
 for (let b = 0; b < 0x20; b++) if (b !== 0x09 && b !== 0x0a) BYTE[b] = HAS_CONTROL;
 BYTE[0x1b] = HAS_ESC;
 BYTE[0x7f] = HAS_CONTROL;
@@ -37,6 +39,20 @@ for (let v = 0; v < 65536; v++) PAIR[v] = BYTE[v & 0xff]! | BYTE[v >> 8]!;
 /** Below this many bytes a plain byte loop beats making a 16-bit view. */
 const SHORT = 64;
 
+/**
+ * `d` seen as 16-bit words from its first even-aligned byte: word k holds d[shift + 2k] and
+ * d[shift + 2k + 1] (a Uint16Array needs an even byte offset).
+ */
+export interface WordView {
+  w: Uint16Array;
+  shift: number;
+}
+
+export function wordView(d: Uint8Array): WordView {
+  const shift = d.byteOffset & 1;
+  return { w: new Uint16Array(d.buffer, d.byteOffset + shift, (d.length - shift) >> 1), shift };
+}
+
 /** The flags of the bytes in `d` (see the HAS_* constants). */
 export function classify(d: Uint8Array): number {
   const n = d.length;
@@ -46,10 +62,9 @@ export function classify(d: Uint8Array): number {
     for (; i < n; i++) acc |= BYTE[d[i]!]!;
     return acc;
   }
-  // A Uint16Array view needs an even byte offset: take one byte first when it is odd.
-  if ((d.byteOffset & 1) !== 0) acc |= BYTE[d[i++]!]!;
-  const words = (n - i) >> 1;
-  const w = new Uint16Array(d.buffer, d.byteOffset + i, words);
+  const { w, shift } = wordView(d);
+  if (shift !== 0) acc |= BYTE[d[i++]!]!;
+  const words = w.length;
   let a = 0;
   let b = 0;
   const unrolled = words & ~3;

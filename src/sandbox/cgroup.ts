@@ -322,7 +322,6 @@ export class Cgroup {
   }
 }
 
-/** The daemon's cgroup directory (`detectCgroup().root`) and the session cgroups under it. */
 /**
  * Open trees of this process per root. The root is the process's (`termada-<pid>`), and a test or
  * a benchmark runs several engines in one process: one's shutdown must not kill the sessions of
@@ -332,6 +331,7 @@ const openTrees = new Map<string, number>();
 /** Cgroups one tree remembers having made before it drops those already gone. */
 const MINE_PRUNE_AT = 1024;
 
+/** The daemon's cgroup directory (`detectCgroup().root`) and the session cgroups under it. */
 export class CgroupTree {
   readonly root: string;
   /** The session cgroups this tree made (what its removeAll ends while others share the root). */

@@ -147,6 +147,9 @@ function prepareFile(path: string): void {
   if (info.mode !== null && (info.mode & 0o077) !== 0) Deno.chmodSync(path, 0o600);
 }
 
+/** Page size of a new database (see Store.open). */
+export const PAGE_BYTES = 1024;
+
 /**
  * The durable state. Open one per daemon (the daemon's lock guarantees a single writer); the
  * caller must close it. Not safe to share across workers. Its tables are reached through one
@@ -161,9 +164,6 @@ function prepareFile(path: string): void {
  * but the database is never corrupted. A full fsync per commit (synchronous=FULL) would cost
  * milliseconds on every job update.
  */
-/** Page size of a new database (see Store.open). */
-export const PAGE_BYTES = 1024;
-
 export class Store {
   readonly #db: DatabaseSync;
   readonly #clock: Clock;

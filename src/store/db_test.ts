@@ -64,11 +64,9 @@ Deno.test("a new database has 1 KiB pages; one written with 4 KiB pages keeps th
       db.close();
     }
   });
-  withDb((path) => {
-    // An older daemon's database: 4 KiB pages, WAL, a session in it.
-    const s = Store.open(path);
-    s.close();
-    Deno.removeSync(path);
+  withDb((path, dir) => {
+    // An older daemon's database: 4 KiB pages, WAL, a row in it.
+    Deno.mkdirSync(`${dir}/state`, { mode: 0o700 });
     const old = new DatabaseSync(path);
     old.exec("PRAGMA page_size = 4096");
     old.exec("PRAGMA journal_mode = WAL");

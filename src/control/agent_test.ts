@@ -285,6 +285,30 @@ Deno.test("a secret typed at read -s never appears in any output", async () => {
   }
 });
 
+Deno.test("a token printed in two writes with a pause, or a value drawn over, shows in no read", async () => {
+  await using te = await testRuntime();
+  const e = te.engine;
+  const token = "ghp_" + "Q9w8E7r6T5y4U3i2O1p0".repeat(2);
+  const r = await e.run(A, {
+    command: [
+      `printf 'export GH=${token.slice(0, 22)}'; sleep 1; printf '${token.slice(22)}\\n'; ` +
+      `printf 'token=abcdef123456\\rXXXXXX\\n'`,
+    ],
+    timeout_ms: 300,
+  });
+  assert.equal(r.status, "running");
+  // The reader has waited past the idle commit: the partial line went out, the token's start did not.
+  const mid = await e.poll(A, { job_id: r.job_id, cursor: r.next_cursor, wait_ms: 300 });
+  const done = await e.wait(A, { job_id: r.job_id, timeout_ms: 5000 });
+  const all = await e.poll(A, { job_id: r.job_id });
+  assert.equal(done.exit_code, 0);
+  for (const text of [r.output, r.prompt ?? "", mid.output, done.output, all.output]) {
+    assert.ok(!text.includes(token.slice(4, 22)), text);
+    assert.ok(!text.includes("abcdef"), text);
+  }
+  assert.match(all.output, /^export GH=\[REDACTED\]+\nXXXXXX\*+\n$/);
+});
+
 Deno.test("exec_write types into a running job, and is refused once it has ended", async () => {
   await using te = await testRuntime();
   const e = te.engine;

@@ -7,7 +7,9 @@ import {
   ALL_FLAGS,
   CursorBuffer,
   HAS_ANCHOR,
+  MAX_LINE_HEAD,
   type Page,
+  partialHoldStart,
   Redactor,
   type Summary,
   VtCleaner,
@@ -156,10 +158,21 @@ export class Job {
   #archivedDuration: number | undefined;
   #held: Uint8Array[] | undefined;
   #heldBytes = 0;
-  /** Dropped by compact() once the job has ended (a finished job takes no more bytes). */
-  #cleaner: VtCleaner | undefined = new VtCleaner();
+  /**
+   * Dropped by compact() once the job has ended (a finished job takes no more bytes). A line
+   * drawn over keeps its secrets masked (the guard).
+   */
+  #cleaner: VtCleaner | undefined = new VtCleaner({
+    guard: (line) => this.#redactor.spansOf(line),
+  });
   /** A committed line's tail kept back: it may be the start of a secret (commitPending). */
   #carry: Uint8Array = EMPTY;
+  /**
+   * The current line's start already handed out (commitPending), unredacted, at most
+   * MAX_LINE_HEAD bytes: the rules see it ahead of the line's rest, so a value whose key went
+   * out before a pause is still masked.
+   */
+  #head: Uint8Array = EMPTY;
   readonly #redactor: Redactor;
   #listeners = new Set<() => void>();
   #done = Promise.withResolvers<void>();
@@ -268,7 +281,11 @@ export class Job {
         const lf = clean.indexOf(LF, carried);
         if (lf >= 0) anchorFree = lf + 1;
       }
-      this.#append(this.#redactor.redact(clean, anchorFree));
+      const head = this.#head;
+      this.#append(
+        this.#redactor.redact(clean, anchorFree, head.length > 0 ? { head } : undefined),
+      );
+      this.#advanceHead(clean);
     }
     if (this.status === "awaiting_input") {
       this.status = "running";
@@ -318,8 +335,32 @@ export class Job {
   pendingText(): string {
     const pending = concat(this.#carry, this.#cleaner?.pending() ?? EMPTY);
     if (pending.length === 0) return "";
-    const safe = pending.subarray(0, this.#redactor.safeLength(pending));
-    return new TextDecoder().decode(this.#redactor.redact(safe));
+    const safe = pending.subarray(0, this.#safeLength(pending));
+    const head = this.#head;
+    return new TextDecoder().decode(this.#redactor.redact(safe, undefined, { head, peek: true }));
+  }
+
+  /**
+   * How much of the partial line `rest` may go out now: not a tail that may begin a registered
+   * secret, nor one that may be a token or a quoted value still being printed (it follows the
+   * line's start already handed out).
+   */
+  #safeLength(rest: Uint8Array): number {
+    const cut = this.#redactor.safeLength(rest);
+    const h = this.#head.length;
+    const line = h > 0 ? concat(this.#head, rest) : rest;
+    return Math.min(cut, Math.max(0, partialHoldStart(line) - h));
+  }
+
+  /** `out` went out: the current line's start is what of it follows its last line end. */
+  #advanceHead(out: Uint8Array): void {
+    const lf = out.lastIndexOf(LF);
+    if (lf === out.length - 1) {
+      this.#head = EMPTY;
+      return;
+    }
+    const tail = lf >= 0 ? out.subarray(lf + 1) : concat(this.#head, out);
+    this.#head = tail.slice(Math.max(0, tail.length - MAX_LINE_HEAD));
   }
 
   /**
@@ -331,10 +372,17 @@ export class Job {
   commitPending(final = false): void {
     const rest = concat(this.#carry, this.#cleaner?.flush() ?? EMPTY);
     this.#carry = EMPTY;
-    if (rest.length === 0) return;
-    const cut = final ? rest.length : this.#redactor.safeLength(rest);
-    if (cut < rest.length) this.#carry = rest.slice(cut);
-    if (cut > 0) this.#append(this.#redactor.redact(rest.subarray(0, cut)));
+    if (rest.length > 0) {
+      const cut = final ? rest.length : this.#safeLength(rest);
+      if (cut < rest.length) this.#carry = rest.slice(cut);
+      if (cut > 0) {
+        const out = rest.subarray(0, cut);
+        const head = this.#head;
+        this.#append(this.#redactor.redact(out, undefined, head.length > 0 ? { head } : undefined));
+        this.#advanceHead(out);
+      }
+    }
+    if (final) this.#head = EMPTY;
   }
 
   /**

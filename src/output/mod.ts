@@ -11,7 +11,10 @@ export { VtCleaner, type VtCleanerOptions } from "./vt_cleaner.ts";
 export { ALL_FLAGS, classify, HAS_ANCHOR, HAS_CONTROL, HAS_ESC } from "./scan.ts";
 export {
   type Matcher,
+  MAX_LINE_HEAD,
   MAX_SHARED_LITERALS,
+  partialHoldStart,
+  type RedactContext,
   Redactor,
   type RedactorOptions,
   type RedactStream,

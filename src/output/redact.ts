@@ -56,6 +56,26 @@ function extraSpans(
   }
 }
 
+/** What redact() knows of the text around the bytes it is given. */
+export interface RedactContext {
+  /**
+   * The start of the current line, already handed out (unredacted; the caller keeps at most
+   * MAX_LINE_HEAD bytes of it): the rules see it ahead of the bytes, so a value whose key went out
+   * before a pause is still masked. None of it is returned.
+   */
+  head?: Uint8Array;
+  /**
+   * A look at text that will be redacted again later (a prompt, a wait's match): the PEM block
+   * state of the redactor's stream of lines is left as it was.
+   */
+  peek?: boolean;
+}
+
+/** The most of a line's handed-out start a caller keeps as RedactContext.head. */
+export const MAX_LINE_HEAD = 1024;
+/** The longest run at the end of a partial line held back as a token still being printed. */
+const MAX_TOKEN_HOLD = 512;
+
 /** Streaming redactor over raw terminal bytes; see Redactor.stream. */
 export interface RedactStream {
   /**
@@ -128,6 +148,81 @@ const VALUE_RULES: readonly RegExp[] = [
   ),
 ];
 const VALUE_GROUP = [2, 3, 2, 3, 2] as const;
+
+/**
+ * How each token rule's match begins (a rule added above needs its lead here: the test that cuts
+ * every rule's sample at every byte holds them to it). A partial line ending in a prefix of a
+ * lead, or a lead and then token characters, may be a token still being printed.
+ */
+const TOKEN_LEADS: readonly string[] = [
+  ..."pousr".split("").map((c) => `gh${c}_`),
+  "github_pat_",
+  "AKIA",
+  "ASIA",
+  "sk-",
+  ..."abposr".split("").map((c) => `xox${c}-`),
+  "AIza",
+  "eyJ",
+];
+/** Bytes a token's run is made of, its lead included: A-Z a-z 0-9 _ . - */
+const TOKEN_CHAR = new Uint8Array(256);
+for (let b = 0; b < 256; b++) {
+  const c = String.fromCharCode(b);
+  if (/[A-Za-z0-9_.-]/.test(c)) TOKEN_CHAR[b] = 1;
+}
+/**
+ * A quoted value after a key whose closing quote has not come yet, at the end of a partial line
+ * (group 2: the value so far). Run only on a line's last MAX_LINE_HEAD bytes, at a commit.
+ */
+// deno-lint-ignore no-control-regex
+const OPEN_QUOTED_VALUE =
+  /(?:password|passwd|secret|token|key|authorization)["']?[=:][ \t]*(["'])((?:(?!\1)[^\x00-\x1f])*)$/i;
+
+/** Whether `t` (a run of token bytes) may be the beginning of a token rule's match. */
+function mayBeToken(t: string): boolean {
+  for (const lead of TOKEN_LEADS) {
+    if (t.length <= lead.length ? lead.startsWith(t) : t.startsWith(lead)) return true;
+  }
+  return false;
+}
+
+/**
+ * Where a partial line's held-back tail starts (line.length when none): a token still being
+ * printed (see TOKEN_LEADS) or a quoted value after a key whose closing quote has not come. The
+ * rules match it once the rest of the line has come; handed out now, its start would show.
+ */
+export function partialHoldStart(line: Uint8Array): number {
+  const n = line.length;
+  const lineStart = line.lastIndexOf(LF) + 1;
+  let hold = n;
+  // The trailing run of token bytes: the earliest start in it that may begin a token.
+  let runStart = n;
+  while (runStart > lineStart && n - runStart < MAX_TOKEN_HOLD && TOKEN_CHAR[line[runStart - 1]!]) {
+    runStart--;
+  }
+  if (runStart < n) {
+    const run = latin1.decode(line.subarray(runStart, n));
+    for (let s = 0; s < run.length; s++) {
+      const before = s === 0 ? 0 : run.charCodeAt(s - 1);
+      if (s > 0 && /[A-Za-z0-9]/.test(String.fromCharCode(before))) continue;
+      if (mayBeToken(run.slice(s))) {
+        hold = runStart + s;
+        break;
+      }
+    }
+  }
+  const tailFrom = Math.max(lineStart, n - MAX_LINE_HEAD);
+  const tail = latin1.decode(line.subarray(tailFrom, n));
+  const m = OPEN_QUOTED_VALUE.exec(tail);
+  if (m) hold = Math.min(hold, tailFrom + m.index + m[0].length - m[2]!.length);
+  // A key on one line (JSON with \n escapes) whose END marker has not come: its body so far.
+  const begin = tail.lastIndexOf("-----BEGIN");
+  if (begin >= 0 && !tail.includes("-----END ", begin)) {
+    const b = PEM_BEGIN.exec(tail.slice(begin));
+    if (b && b.index === 0) hold = Math.min(hold, tailFrom + begin + b[0].length);
+  }
+  return hold;
+}
 /**
  * Built-in rules: the token rules, the value rules and the two PEM forms (a block, a key on one
  * line). Exported for the test that holds a sample of each to an anchor byte (scan_test.ts).
@@ -214,17 +309,20 @@ function lineSpans(d: Uint8Array, from: number, to: number, pem: PemState, spans
   if (pem.inBlock) {
     if (line.includes("-----END")) {
       pem.inBlock = false;
-      return;
+      // A line that also begins the block is a key on one line whose start went out before its
+      // rest came (RedactContext.head opened the block): the one-line rule below masks it.
+      if (!line.includes("-----BEGIN")) return;
+    } else {
+      const b64 = PEM_BASE64.exec(line);
+      if (b64) {
+        const start = from + b64[1]!.length;
+        spans.push(start, start + b64[2]!.length);
+        if (++pem.lines > MAX_PEM_LINES) pem.inBlock = false;
+        return;
+      }
+      if (PEM_KEEP.test(line)) return;
+      pem.inBlock = false; // not key material: the block is over, treat the line normally
     }
-    const b64 = PEM_BASE64.exec(line);
-    if (b64) {
-      const start = from + b64[1]!.length;
-      spans.push(start, start + b64[2]!.length);
-      if (++pem.lines > MAX_PEM_LINES) pem.inBlock = false;
-      return;
-    }
-    if (PEM_KEEP.test(line)) return;
-    pem.inBlock = false; // not key material: the block is over, treat the line normally
   }
   if (line.includes("-----BEGIN") && PEM_BEGIN.test(line)) {
     PEM_ONE_LINE.lastIndex = 0;
@@ -782,19 +880,44 @@ export class Redactor {
    * caller knows no anchor byte occurs (scan.ts): the built-in patterns then scan only the lines
    * before it (and the rest only inside a PEM block, whose lines need no anchor).
    */
-  redact(bytes: Uint8Array, anchorFreeFrom?: number): Uint8Array {
-    const n = bytes.length;
-    if (n === 0) return bytes;
-    const spans: number[] = [];
-    if (this.#hasLiterals()) this.#literalSpans(bytes, 0, n, spans);
-    if (this.#patterns) {
-      const head = anchorFreeFrom === undefined ? n : Math.max(0, Math.min(n, anchorFreeFrom));
-      patternSpans(bytes, 0, head, this.#pem, spans);
-      if (head < n && this.#pem.inBlock) patternSpans(bytes, head, n, this.#pem, spans);
+  redact(bytes: Uint8Array, anchorFreeFrom?: number, context?: RedactContext): Uint8Array {
+    if (bytes.length === 0) return bytes;
+    const before = context?.head;
+    // The line's start goes ahead of the bytes for the rules (literals were held back whole).
+    const h = before && before.length > 0 && (this.#patterns || this.#extra.length > 0)
+      ? before.length
+      : 0;
+    let d = bytes;
+    if (h > 0) {
+      d = new Uint8Array(h + bytes.length);
+      d.set(before!);
+      d.set(bytes, h);
     }
-    if (this.#extra.length > 0) extraSpans(bytes, 0, n, this.#extra, spans);
-    if (spans.length === 0) return bytes;
-    return applySpans(bytes, 0, n, normalize(spans));
+    const n = d.length;
+    const pem = context?.peek ? { ...this.#pem } : this.#pem;
+    const spans: number[] = [];
+    if (this.#hasLiterals()) this.#literalSpans(d, h, n, spans);
+    if (this.#patterns) {
+      const free = anchorFreeFrom === undefined ? n : Math.max(h, Math.min(n, anchorFreeFrom + h));
+      patternSpans(d, 0, free, pem, spans);
+      if (free < n && pem.inBlock) patternSpans(d, free, n, pem, spans);
+    }
+    if (this.#extra.length > 0) extraSpans(d, 0, n, this.#extra, spans);
+    if (!spans.some((v, k) => k % 2 === 1 && v > h)) return bytes;
+    return applySpans(d, h, n, normalize(spans));
+  }
+
+  /**
+   * The spans of `bytes` that are secret by every rule (literals, patterns, configured
+   * patterns), sorted and merged; the PEM block state of the stream of lines is read, not changed.
+   * The VT cleaner keeps these masked on a line that is drawn over (src/output/vt_cleaner.ts).
+   */
+  spansOf(bytes: Uint8Array): number[] {
+    const spans: number[] = [];
+    if (this.#hasLiterals()) this.#literalSpans(bytes, 0, bytes.length, spans);
+    if (this.#patterns) patternSpans(bytes, 0, bytes.length, { ...this.#pem }, spans);
+    if (this.#extra.length > 0) extraSpans(bytes, 0, bytes.length, this.#extra, spans);
+    return spans.length > 2 ? normalize(spans) : spans;
   }
 
   /**

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { seededRandom } from "../shared/mod.ts";
 import { BUILTIN_RULE_COUNT, Redactor } from "./redact.ts";
+import { RULE_SAMPLES } from "./_rule_samples.ts";
 import {
   ALL_FLAGS,
   ANCHOR_BYTES,
@@ -150,23 +151,7 @@ Deno.test("the stages give the same bytes with scan flags as without (random out
 });
 
 Deno.test("every built-in rule's match holds an anchor byte (what lets a chunk without one skip them)", () => {
-  // One sample per rule, in the order of redact.ts: a rule added there needs a sample here.
-  const samples = [
-    "export T=ghp_" + "a1B2".repeat(9),
-    "github_pat_" + "x1_".repeat(8),
-    "key AKIAABCDEFGHIJKLMNOP here",
-    "sk-proj-abcdefghij0123456789xyz",
-    "xoxb-1234567890-abcdef",
-    "AIza" + "b".repeat(35),
-    "eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl",
-    "Authorization: Bearer abcdef.ghijk",
-    'db_password="hunter2 secret"',
-    "API_KEY=abc123xyz",
-    '"client_secret": "abcdef123"',
-    "  password: hunter2x",
-    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx\n-----END RSA PRIVATE KEY-----",
-    '{"k": "-----BEGIN EC PRIVATE KEY-----\\nMHcCAQEEI\\n-----END EC PRIVATE KEY-----"}',
-  ];
+  const samples = RULE_SAMPLES;
   assert.equal(samples.length, BUILTIN_RULE_COUNT);
   for (const s of samples) {
     const out = dec.decode(new Redactor().redact(enc.encode(s + "\n")));

@@ -14,6 +14,13 @@ export interface VtCleanerOptions {
   maxCarry?: number;
   /** Pending-line bound in bytes (default 16384): a longer line is committed as is. */
   maxLine?: number;
+  /**
+   * The secret spans of a pending line (sorted [start, end) byte pairs), asked when text is
+   * about to be written over it (after a CR or a backspace): those bytes come out as `*` unless
+   * written over themselves. Without it, `token=abc\rXXXXXX` would hand out `XXXXXXabc`: the
+   * key that made the value a secret is gone from the final line.
+   */
+  guard?: (line: Uint8Array) => readonly number[];
 }
 
 const DEFAULT_MAX_CARRY = 4096;
@@ -44,6 +51,7 @@ const S_STR = 5;
 const S_STR_ESC = 6;
 
 const EMPTY = new Uint8Array(0);
+const STAR = 0x2a;
 /** Runs shorter than this are copied by a loop: a subarray view costs more than the copy. */
 const SHORT_COPY = 32;
 
@@ -78,6 +86,13 @@ export class VtCleaner {
   #afterFlush = false;
   /** The cursor moved back into text already handed out: the next printable starts a new line. */
   #breakOnWrite = false;
+  readonly #guard: ((line: Uint8Array) => readonly number[]) | undefined;
+  /** The line was guarded since the cursor last moved back (nothing to ask before a write-over). */
+  #guarded = true;
+  /** Per byte of the pending line: 1 for a secret byte kept masked (made on the first). */
+  #taint: Uint8Array | undefined;
+  /** Some byte of the pending line is tainted. */
+  #tainted = false;
 
   /** Output of the current push; allocated lazily per push and handed to the caller. */
   #out: Uint8Array = EMPTY;
@@ -89,6 +104,7 @@ export class VtCleaner {
     this.#maxCarry = positiveInt("maxCarry", options.maxCarry, DEFAULT_MAX_CARRY);
     this.#maxLine = positiveInt("maxLine", options.maxLine, DEFAULT_MAX_LINE);
     this.#line = new Uint8Array(Math.min(this.#maxLine + 8, 1024));
+    this.#guard = options.guard;
   }
 
   /**
@@ -213,7 +229,9 @@ export class VtCleaner {
   /** The current incomplete line after CR/backspace processing (not yet returned by push). Used as prompt text. */
   pending(): Uint8Array {
     // Leave out a UTF-8 character whose last bytes have not arrived yet.
-    return this.#line.slice(0, completeEnd(this.#line, 0, this.#lineLen));
+    const text = this.#line.slice(0, completeEnd(this.#line, 0, this.#lineLen));
+    if (this.#tainted) this.#star(text, 0, 0, text.length);
+    return text;
   }
 
   /**
@@ -223,11 +241,45 @@ export class VtCleaner {
   flush(): Uint8Array {
     if (this.#lineLen === 0) return EMPTY;
     const text = this.#line.slice(0, this.#lineLen);
+    if (this.#tainted) this.#star(text, 0, 0, text.length);
     this.#afterFlush = true;
     if (this.#col < this.#lineLen) this.#breakOnWrite = true;
+    this.#resetLine();
+    return text;
+  }
+
+  /** Empties the pending line (its taint with it). */
+  #resetLine(): void {
+    if (this.#tainted) {
+      this.#taint!.fill(0, 0, this.#lineLen);
+      this.#tainted = false;
+    }
     this.#lineLen = 0;
     this.#col = 0;
-    return text;
+    this.#guarded = true;
+  }
+
+  /** Stars the tainted bytes of line bytes [from, to) copied to `out` at `at`. */
+  #star(out: Uint8Array, at: number, from: number, to: number): void {
+    const taint = this.#taint!;
+    for (let k = from; k < to; k++) if (taint[k] === 1) out[at + k - from] = STAR;
+  }
+
+  /** About to write over the pending line: its secret bytes stay masked from now on. */
+  #guardLine(): void {
+    this.#guarded = true;
+    if (!this.#guard || this.#lineLen === 0) return;
+    const spans = this.#guard(this.#line.subarray(0, this.#lineLen));
+    if (spans.length === 0) return;
+    const taint = this.#taint ??= new Uint8Array(this.#line.length);
+    for (let k = 0; k + 1 < spans.length; k += 2) {
+      const s = Math.max(0, spans[k]!);
+      const e = Math.min(this.#lineLen, spans[k + 1]!);
+      if (e > s) {
+        taint.fill(1, s, e);
+        this.#tainted = true;
+      }
+    }
   }
 
   #reserve(extra: number): void {
@@ -270,13 +322,19 @@ export class VtCleaner {
     }
   }
 
+  /** Hands out the pending line, its tainted bytes starred. */
+  #emitLine(): void {
+    const at = this.#outLen;
+    this.#emit(this.#line, 0, this.#lineLen);
+    if (this.#tainted) this.#star(this.#out, at, 0, this.#lineLen);
+  }
+
   /** Hands out the pending line plus LF and starts a fresh line. */
   #commitLine(): void {
-    this.#emit(this.#line, 0, this.#lineLen);
+    this.#emitLine();
     this.#reserve(1);
     this.#out[this.#outLen++] = LF;
-    this.#lineLen = 0;
-    this.#col = 0;
+    this.#resetLine();
     this.#afterFlush = false;
     this.#breakOnWrite = false;
   }
@@ -284,9 +342,8 @@ export class VtCleaner {
   /** Hands out the pending line without LF (maxLine reached), like flush. */
   #commitAsIs(): void {
     const cursorInside = this.#col < this.#lineLen;
-    this.#emit(this.#line, 0, this.#lineLen);
-    this.#lineLen = 0;
-    this.#col = 0;
+    this.#emitLine();
+    this.#resetLine();
     if (cursorInside) {
       // The cursor sat inside text just handed out: what follows goes to a new line.
       this.#reserve(1);
@@ -303,6 +360,11 @@ export class VtCleaner {
     const next = new Uint8Array(Math.max(cap, Math.min(this.#line.length * 2, this.#maxLine + 8)));
     next.set(this.#line.subarray(0, this.#lineLen));
     this.#line = next;
+    if (this.#taint) {
+      const taint = new Uint8Array(next.length);
+      taint.set(this.#taint.subarray(0, this.#lineLen));
+      this.#taint = taint;
+    }
   }
 
   /** Writes printable bytes (and TABs) src[start, end) at the cursor. */
@@ -349,6 +411,7 @@ export class VtCleaner {
 
   /** Writes one byte over the character cell at the cursor (the cursor is inside the line). */
   #overwrite(b: number): void {
+    if (!this.#guarded) this.#guardLine();
     const line = this.#line;
     const col = this.#col;
     if (isCont(b)) {
@@ -362,6 +425,10 @@ export class VtCleaner {
       const l = this.#line;
       l.copyWithin(col + 1, col, this.#lineLen);
       l[col] = b;
+      if (this.#tainted) {
+        this.#taint!.copyWithin(col + 1, col, this.#lineLen);
+        this.#taint![col] = 0;
+      }
       this.#lineLen++;
       this.#col = col + 1;
       return;
@@ -370,8 +437,14 @@ export class VtCleaner {
     let m = 1;
     while (m < 4 && col + m < this.#lineLen && isCont(line[col + m]!)) m++;
     line[col] = b;
+    const taint = this.#tainted ? this.#taint! : undefined;
+    if (taint) taint[col] = 0; // written over: what is there now is not the secret
     if (m > 1) {
       line.copyWithin(col + 1, col + m, this.#lineLen);
+      if (taint) {
+        taint.copyWithin(col + 1, col + m, this.#lineLen);
+        taint.fill(0, this.#lineLen - (m - 1), this.#lineLen);
+      }
       this.#lineLen -= m - 1;
     }
     this.#col = col + 1;
@@ -385,6 +458,7 @@ export class VtCleaner {
         break;
       case CR:
         this.#col = 0;
+        if (this.#lineLen > 0) this.#guarded = false;
         if (this.#afterFlush) this.#breakOnWrite = true;
         break;
       case BS: {
@@ -393,6 +467,7 @@ export class VtCleaner {
         col--;
         while (col > 0 && isCont(this.#line[col]!)) col--;
         this.#col = col;
+        this.#guarded = false;
         break;
       }
       case TAB:
@@ -427,10 +502,12 @@ export class VtCleaner {
   /** EL: 0 erases from the cursor to the end of the line, 2 the whole line; others are ignored. */
   #eraseInLine(mode: number): void {
     if (mode === 0) {
-      if (this.#col < this.#lineLen) this.#lineLen = this.#col;
+      if (this.#col < this.#lineLen) {
+        if (this.#tainted) this.#taint!.fill(0, this.#col, this.#lineLen);
+        this.#lineLen = this.#col;
+      }
     } else if (mode === 2) {
-      this.#lineLen = 0;
-      this.#col = 0;
+      this.#resetLine();
     }
   }
 }

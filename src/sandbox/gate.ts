@@ -181,6 +181,8 @@ class Attached<C> {
   pending = 0;
   /** POLLHUP was seen while work was pending: closed when the last one settles. */
   hungUp = false;
+  /** This session's walks that found nothing its user could change (see WalkCache). */
+  readonly walks = new WalkCache();
   constructor(fd: number, ctx: C) {
     this.listener = new Listener(fd);
     this.ctx = ctx;
@@ -475,7 +477,9 @@ export class ExecGate<C> {
     counts[DECISIONS]!++;
     if (ans.allow) {
       counts[ALLOWED]!++;
-      const hold = ans.verify && ev && mayRace(n.pid, ev) ? this.#holdOf?.(a.ctx) : undefined;
+      const hold = ans.verify && ev && mayRace(n.pid, ev, a.walks)
+        ? this.#holdOf?.(a.ctx)
+        : undefined;
       if (hold && ev) {
         // Decided: holding and checking it is the after-exec check's time, not the decision's.
         if (t0 !== undefined) this.#sample(t0);
@@ -991,7 +995,7 @@ const KCMP_VM = 1;
  * The walk is the kernel's own (see {@link walkMayChange}), not the resolved file's ancestors: a
  * link in /tmp to /usr/bin/true resolves to a file nobody can swap, yet the link can be.
  */
-export function mayRace(pid: number, ev: ExecEvent): boolean {
+export function mayRace(pid: number, ev: ExecEvent, walks?: WalkCache): boolean {
   // /proc/<pid> belongs to the target's euid and egid (to root when it is not dumpable): root,
   // or a process we would then verify anyway, needs no further look.
   if (sys().stat(cstrInto(`/proc/${pid}`, procPath), procStBuf) !== 0) return true;
@@ -1022,9 +1026,61 @@ export function mayRace(pid: number, ev: ExecEvent): boolean {
     // Anything else (an open file, /proc/<pid>/exe…) names a file through the target's fd table
     // or a magic link, which this cannot follow: verified.
     if (!m || (m[1]!.startsWith("fd/") && !m[2])) return true;
+    // A walk from the target's root is asked of the session's cache first (absolute paths:
+    // the common case); one from its cwd or an fd is walked each time.
+    const key = m[1] === "root" && walks ? walks.key(pid, euid, egid, m[2] ?? "") : undefined;
+    if (key !== undefined && walks!.fixed(key)) continue;
     if (walkMayChange(pid, `/proc/${pid}/${m[1]}`, m[2] ?? "", euid, gids)) return true;
+    if (key !== undefined) walks!.remember(key);
   }
   return false;
+}
+
+/** Walk results one session's cache keeps (a full cache is emptied). */
+export const WALK_CACHE_ENTRIES = 256;
+/** How long a kept walk result is trusted, in ms. */
+export const WALK_CACHE_MS = 1000;
+
+/**
+ * A session's walks from the target's root that found nothing the target's user could change
+ * (no race): the same exec path is then not walked again for a while. Sound because what the
+ * walk relies on — directories the user may not write, links in them, a file it does not own —
+ * can only be changed by another user (root, the owner), never from inside the session: its
+ * processes keep their user and groups (no_new_privs: no set-user-ID gain), and a process in
+ * another mount namespace or under another root (unshare, chroot in a user namespace) has
+ * another key. Another user's change (an operator's chmod of a system directory) is trusted
+ * at most WALK_CACHE_MS late. Results that found a race are not kept: they are verified anyway.
+ */
+export class WalkCache {
+  readonly #until = new Map<string, number>();
+
+  /**
+   * The key of a walk of `rest` from `pid`'s root as `uid`/`gid`: its mount namespace and root
+   * directory, the user, the path. Undefined when they cannot be read (the walk runs).
+   */
+  key(pid: number, uid: number, gid: number, rest: string): string | undefined {
+    const ns = readLink(`/proc/${pid}/ns/mnt`);
+    const root = ns === undefined ? undefined : statPath(`/proc/${pid}/root`);
+    if (root === undefined) return undefined;
+    return `${ns}\0${root.dev}:${root.ino}\0${uid}:${gid}\0${rest}`;
+  }
+
+  fixed(key: string): boolean {
+    const until = this.#until.get(key);
+    if (until === undefined) return false;
+    if (performance.now() < until) return true;
+    this.#until.delete(key);
+    return false;
+  }
+
+  remember(key: string): void {
+    if (this.#until.size >= WALK_CACHE_ENTRIES) this.#until.clear();
+    this.#until.set(key, performance.now() + WALK_CACHE_MS);
+  }
+
+  get size(): number {
+    return this.#until.size;
+  }
 }
 
 const WALK_START = /^\/proc\/\d+\/(root|cwd|fd\/\d+)(\/.*)?$/s;

@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { preloadNative, readProcFile } from "../pty/mod.ts";
-import { type ExecEvent, inTarget, mayRace, readExecArgs } from "./gate.ts";
+import {
+  type ExecEvent,
+  inTarget,
+  mayRace,
+  readExecArgs,
+  WALK_CACHE_ENTRIES,
+  WalkCache,
+} from "./gate.ts";
 
 preloadNative();
 
@@ -60,6 +67,35 @@ Deno.test("mayRace: root can swap anything; an ordinary user only what it can wr
       assert.equal(mayRace(pid, event(pid, "/tmp/anything")), true, "/tmp is writable by all");
     },
   );
+});
+
+Deno.test("a session's walk cache keeps only walks that found no race, per mount namespace and user", async () => {
+  if (Deno.uid() !== 0) return; // needs another user to run the target as
+  const nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"];
+  const walks = new WalkCache();
+  let first = "";
+  await withProcess(nobody, (pid) => {
+    assert.equal(mayRace(pid, event(pid, "/usr/bin/true"), walks), false);
+    assert.equal(walks.size, 1, "a walk that found nothing to change is kept");
+    assert.equal(mayRace(pid, event(pid, "/usr/bin/true"), walks), false, "and answers again");
+    assert.equal(mayRace(pid, event(pid, "/tmp/anything"), walks), true);
+    assert.equal(walks.size, 1, "a race is not kept: it is verified anyway");
+    first = walks.key(pid, 65534, 65534, "/usr/bin/true")!;
+    assert.ok(walks.fixed(first));
+  });
+  // Another mount namespace (where /usr/bin could be another mount) has another key.
+  await withProcess(["unshare", "-m", ...nobody], (pid) => {
+    const key = walks.key(pid, 65534, 65534, "/usr/bin/true")!;
+    assert.notEqual(key, first);
+    assert.equal(walks.fixed(key), false);
+  });
+  // Another user has another key: what one may not write, another may.
+  await withProcess(nobody, (pid) => {
+    assert.notEqual(walks.key(pid, 1000, 1000, "/usr/bin/true"), first);
+  });
+  // Bounded: a full cache starts over.
+  for (let i = 0; i < WALK_CACHE_ENTRIES + 5; i++) walks.remember(`k${i}`);
+  assert.ok(walks.size <= WALK_CACHE_ENTRIES);
 });
 
 Deno.test("mayRace follows the path as the kernel walks it: a link the user can swap is a race", async () => {

@@ -174,8 +174,8 @@ for (let b = 0; b < 256; b++) {
  * A quoted value after a key whose closing quote has not come yet, at the end of a partial line
  * (group 2: the value so far). Run only on a line's last MAX_LINE_HEAD bytes, at a commit.
  */
-// deno-lint-ignore no-control-regex
 const OPEN_QUOTED_VALUE =
+  // deno-lint-ignore no-control-regex
   /(?:password|passwd|secret|token|key|authorization)["']?[=:][ \t]*(["'])((?:(?!\1)[^\x00-\x1f])*)$/i;
 
 /** Whether `t` (a run of token bytes) may be the beginning of a token rule's match. */

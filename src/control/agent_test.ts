@@ -309,6 +309,30 @@ Deno.test("a token printed in two writes with a pause, or a value drawn over, sh
   assert.match(all.output, /^export GH=\[REDACTED\]+\nXXXXXX\*+\n$/);
 });
 
+Deno.test("tokens in bulk output are masked in the raw ring and the recording wherever the reads cut them", async () => {
+  await using te = await testRuntime();
+  const e = te.engine;
+  const lines: string[] = [];
+  for (let i = 0; i < 3000; i++) {
+    lines.push(`line ${i} ghp_${String(i).padStart(6, "0")}${"Kq7".repeat(11)} end`);
+  }
+  await Deno.writeTextFile(`${te.dir}/tokens.txt`, lines.join("\n") + "\n");
+  const r = await e.run(A, { command: ["cat", `${te.dir}/tokens.txt`], timeout_ms: 20_000 });
+  assert.equal(r.exit_code, 0);
+  const leak = /ghp_\d{4}/;
+  const session = e.sessionOf(A, r.session_id);
+  const raw = new TextDecoder().decode(session.ring.snapshot());
+  assert.ok(raw.includes("line 2999 [REDACTED] end"), "the ring holds the end of the output");
+  assert.equal(leak.exec(raw)?.[0], undefined, "raw ring");
+  const all = await e.poll(A, { job_id: r.job_id });
+  assert.equal(leak.exec(all.output)?.[0], undefined, "job output");
+  await e.closeSession(A, { session_id: r.session_id });
+  for await (const f of Deno.readDir(`${te.dir}/recordings`)) {
+    const text = await Deno.readTextFile(`${te.dir}/recordings/${f.name}`);
+    assert.equal(leak.exec(text)?.[0], undefined, "recording");
+  }
+});
+
 Deno.test("exec_write types into a running job, and is refused once it has ended", async () => {
   await using te = await testRuntime();
   const e = te.engine;

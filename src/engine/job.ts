@@ -349,7 +349,9 @@ export class Job {
     const cut = this.#redactor.safeLength(rest);
     const h = this.#head.length;
     const line = h > 0 ? concat(this.#head, rest) : rest;
-    return Math.min(cut, Math.max(0, partialHoldStart(line) - h));
+    const hold = Math.max(0, partialHoldStart(line) - h);
+    // Never inside a registered secret found whole: it goes out with its rest, masked.
+    return Math.min(cut, this.#redactor.outsideLiterals(rest, hold));
   }
 
   /** `out` went out: the current line's start is what of it follows its last line end. */

@@ -46,6 +46,11 @@ import { waitDone } from "./oneshot.ts";
 import type { Job } from "./job.ts";
 
 const log = logger("engine");
+/**
+ * How long the raw stream (ring, recording, live terminals) holds a bulk chunk's tail that may
+ * be a token cut by the read, when no more output follows (src/output/redact.ts).
+ */
+const RAW_RELEASE_MS = 50;
 
 export type SessionState = "starting" | "ready" | "busy" | "closed";
 
@@ -165,6 +170,8 @@ export class Session {
   #spawned: Spawned | undefined;
   #parser: MarkerParser;
   #rawRedact: ReturnType<Redactor["stream"]>;
+  /** Releases the raw stream's token hold when no output followed (RAW_RELEASE_MS). */
+  #rawTimer: ReturnType<typeof setTimeout> | undefined;
   #recorder: AsciicastRecorder | undefined;
   #screen: ScreenMirror;
   #zone = false;
@@ -737,6 +744,9 @@ export class Session {
     if (job && !job.final) job.finish("killed", { signal: "HUP", reason: `session ${reason}` });
     this.job = undefined;
     this.#ready.resolve();
+    if (this.#rawTimer !== undefined) clearTimeout(this.#rawTimer);
+    this.#rawTimer = undefined;
+    this.#emitRaw(this.#rawRedact.release()); // not a literal's start: that never goes out
     this.#screen.dispose();
     await this.#recorder?.close();
     await this.#cleanupFiles();
@@ -775,18 +785,33 @@ export class Session {
         this.#onMarker(piece.marker);
         continue;
       }
-      const raw = this.#rawRedact.push(piece.data, flags);
-      if (raw.length > 0) {
-        this.ring.append(raw);
-        this.#recorder?.output(raw);
-        for (const l of this.#rawListeners) l(raw, this.ring.totalBytes);
-      }
+      this.#emitRaw(this.#rawRedact.push(piece.data, flags));
       if (this.#zone && this.job) {
         this.job.feed(piece.data, flags);
         fed = true;
       }
     }
     if (fed) this.#input.poke();
+    if (this.#rawTimer !== undefined) {
+      clearTimeout(this.#rawTimer);
+      this.#rawTimer = undefined;
+    }
+    // A bulk chunk's tail that may be a token cut by the read waits for the next chunk; when
+    // none comes, it goes out as it is.
+    if (this.#rawRedact.tokenHeld) {
+      this.#rawTimer = setTimeout(() => {
+        this.#rawTimer = undefined;
+        this.#emitRaw(this.#rawRedact.release());
+      }, RAW_RELEASE_MS);
+    }
+  }
+
+  /** Redacted raw bytes to the ring, the recording and the operators' terminals. */
+  #emitRaw(raw: Uint8Array): void {
+    if (raw.length === 0) return;
+    this.ring.append(raw);
+    this.#recorder?.output(raw);
+    for (const l of this.#rawListeners) l(raw, this.ring.totalBytes);
   }
 
   #onMarker(m: Marker): void {

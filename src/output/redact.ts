@@ -84,9 +84,24 @@ export interface RedactStream {
    * scans; without it every scan runs.
    */
   push(chunk: Uint8Array, flags?: number): Uint8Array;
+  /**
+   * A bulk chunk's tail that may be a token cut by the read (see RAW_TOKEN_HOLD_MIN) is held
+   * with the next chunk; the caller calls release() when none came for a while.
+   */
+  readonly tokenHeld: boolean;
+  /** Hands out (redacted) the part of the held tail kept for a token, not the part a literal may continue. */
+  release(): Uint8Array;
   /** Returns the held-back tail, redacted; call at the end of the stream. */
   flush(): Uint8Array;
 }
+
+/**
+ * A raw chunk of at least this many new bytes is bulk output, whose end is where a read
+ * happened to stop, maybe inside a token: its tail that may be a token still being printed
+ * (partialHoldStart) is held for the next chunk, so the pattern sees the token whole. A smaller
+ * one (an echo of a key typed) is handed out at once.
+ */
+export const RAW_TOKEN_HOLD_MIN = 256;
 
 /** Shortest literal accepted: shorter values would mask ordinary text. */
 const MIN_LITERAL_BYTES = 4;
@@ -166,9 +181,14 @@ const TOKEN_LEADS: readonly string[] = [
 ];
 /** Bytes a token's run is made of, its lead included: A-Z a-z 0-9 _ . - */
 const TOKEN_CHAR = new Uint8Array(256);
+/** A-Z a-z 0-9 (what may not come right before a token). */
+const ALNUM = new Uint8Array(256);
+/** First bytes of the leads. */
+const LEAD_FIRST = new Uint8Array(256);
 for (let b = 0; b < 256; b++) {
   const c = String.fromCharCode(b);
   if (/[A-Za-z0-9_.-]/.test(c)) TOKEN_CHAR[b] = 1;
+  if (/[A-Za-z0-9]/.test(c)) ALNUM[b] = 1;
 }
 /**
  * A quoted value after a key whose closing quote has not come yet, at the end of a partial line
@@ -177,6 +197,8 @@ for (let b = 0; b < 256; b++) {
 const OPEN_QUOTED_VALUE =
   // deno-lint-ignore no-control-regex
   /(?:password|passwd|secret|token|key|authorization)["']?[=:][ \t]*(["'])((?:(?!\1)[^\x00-\x1f])*)$/i;
+
+for (const lead of TOKEN_LEADS) LEAD_FIRST[lead.charCodeAt(0)] = 1;
 
 /** Whether `t` (a run of token bytes) may be the beginning of a token rule's match. */
 function mayBeToken(t: string): boolean {
@@ -200,23 +222,29 @@ export function partialHoldStart(line: Uint8Array): number {
   while (runStart > lineStart && n - runStart < MAX_TOKEN_HOLD && TOKEN_CHAR[line[runStart - 1]!]) {
     runStart--;
   }
-  if (runStart < n) {
-    const run = latin1.decode(line.subarray(runStart, n));
-    for (let s = 0; s < run.length; s++) {
-      const before = s === 0 ? 0 : run.charCodeAt(s - 1);
-      if (s > 0 && /[A-Za-z0-9]/.test(String.fromCharCode(before))) continue;
-      if (mayBeToken(run.slice(s))) {
-        hold = runStart + s;
-        break;
-      }
+  for (let s = runStart; s < n; s++) {
+    // A token starts with a lead's first byte, at the run's start or after a non-alphanumeric.
+    if (LEAD_FIRST[line[s]!] === 0 || (s > runStart && ALNUM[line[s - 1]!] === 1)) continue;
+    if (mayBeToken(latin1.decode(line.subarray(s, n)))) {
+      hold = s;
+      break;
     }
   }
+  // The other two need a quote or a dash in the line's tail: one byte loop says whether to look.
   const tailFrom = Math.max(lineStart, n - MAX_LINE_HEAD);
+  let quote = false;
+  let dash = false;
+  for (let i = tailFrom; i < n; i++) {
+    const b = line[i]!;
+    if (b === 0x22 || b === 0x27) quote = true;
+    else if (b === 0x2d && line[i + 1] === 0x2d) dash = true;
+  }
+  if (!quote && !dash) return hold;
   const tail = latin1.decode(line.subarray(tailFrom, n));
-  const m = OPEN_QUOTED_VALUE.exec(tail);
+  const m = quote ? OPEN_QUOTED_VALUE.exec(tail) : null;
   if (m) hold = Math.min(hold, tailFrom + m.index + m[0].length - m[2]!.length);
   // A key on one line (JSON with \n escapes) whose END marker has not come: its body so far.
-  const begin = tail.lastIndexOf("-----BEGIN");
+  const begin = dash ? tail.lastIndexOf("-----BEGIN") : -1;
   if (begin >= 0 && !tail.includes("-----END ", begin)) {
     const b = PEM_BEGIN.exec(tail.slice(begin));
     if (b && b.index === 0) hold = Math.min(hold, tailFrom + begin + b[0].length);
@@ -436,6 +464,14 @@ function nextCandidate(
     }
   }
   return -1;
+}
+
+/** The start of the span of sorted, merged `spans` that has `cut` inside it, or `cut`. */
+function insideSpanStart(spans: readonly number[], cut: number): number {
+  for (let k = 0; k < spans.length; k += 2) {
+    if (spans[k]! < cut && cut < spans[k + 1]!) return spans[k]!;
+  }
+  return cut;
 }
 
 /** Sorts [start, end) pairs and merges overlapping ones. */
@@ -811,6 +847,17 @@ export class Redactor {
     (this.#own ??= new LiteralTable(MAX_LITERALS)).add(bytes);
   }
 
+  /**
+   * `cut` moved back to the start of a literal found whole in `d` that it would cut (so the
+   * literal goes out whole, and masked, later), or `cut` itself.
+   */
+  outsideLiterals(d: Uint8Array, cut: number): number {
+    if (cut <= 0 || cut >= d.length || !this.#hasLiterals()) return cut;
+    const spans: number[] = [];
+    this.#literalSpans(d, 0, d.length, spans);
+    return insideSpanStart(spans.length > 2 ? normalize(spans) : spans, cut);
+  }
+
   /** The held-back tail's start over both literal tables (d.length when none). */
   #holdStart(d: Uint8Array, spans: number[]): number {
     const own = this.#own;
@@ -954,6 +1001,8 @@ export class Redactor {
    */
   stream(): RedactStream {
     let held: Uint8Array = EMPTY;
+    /** Where in `held` the part a literal may continue starts (before it: a token's hold). */
+    let literalAt = 0;
     const pem: PemState = { inBlock: false, lines: 0 };
     const finish = (d: Uint8Array, cut: number, spans: number[], flags: number): Uint8Array => {
       if (this.#patterns && ((flags & HAS_ANCHOR) !== 0 || pem.inBlock)) {
@@ -972,30 +1021,52 @@ export class Redactor {
           d.set(held);
           d.set(chunk, held.length);
           held = EMPTY;
+          literalAt = 0;
         }
         const n = d.length;
-        if (n === 0 || !this.#hasLiterals()) return finish(d, n, [], flags);
+        const bulk = this.#patterns && chunk.length >= RAW_TOKEN_HOLD_MIN;
+        if (n === 0 || (!bulk && !this.#hasLiterals())) return finish(d, n, [], flags);
         let spans: number[] = [];
-        this.#literalSpans(d, 0, n, spans);
-        if (spans.length > 2) spans = normalize(spans);
-        let cut = this.#holdStart(d, spans);
-        if ((flags & HAS_ESC) !== 0 && d.includes(ESC) && this.#escapesMayHide(d)) {
-          // A program may draw a value with escape sequences between its characters (colours,
-          // a full-screen redraw): match the text with the sequences left out, and star the
-          // matched characters where they are (the sequences stay, so the terminal's state does).
-          const starred = this.#starProjected(d, cut);
-          d = starred.bytes;
-          cut = starred.cut;
+        let cut = n;
+        if (this.#hasLiterals()) {
+          this.#literalSpans(d, 0, n, spans);
+          if (spans.length > 2) spans = normalize(spans);
+          cut = this.#holdStart(d, spans);
+          if ((flags & HAS_ESC) !== 0 && d.includes(ESC) && this.#escapesMayHide(d)) {
+            // A program may draw a value with escape sequences between its characters (colours,
+            // a full-screen redraw): match the text with the sequences left out, and star the
+            // matched characters where they are (the sequences stay, so the terminal's state
+            // does).
+            const starred = this.#starProjected(d, cut);
+            d = starred.bytes;
+            cut = starred.cut;
+          }
         }
+        const literalCut = cut;
+        if (bulk) cut = Math.min(cut, insideSpanStart(spans, partialHoldStart(d)));
         if (cut < n) {
           held = d.slice(cut); // a copy: the caller may reuse its chunk
+          literalAt = literalCut - cut;
           while (spans.length > 0 && spans[spans.length - 2]! >= cut) spans.length -= 2;
         }
         return finish(d, cut, spans, flags);
       },
+      get tokenHeld(): boolean {
+        return literalAt > 0;
+      },
+      release: (): Uint8Array => {
+        if (literalAt <= 0) return EMPTY;
+        const d = held.subarray(0, literalAt);
+        held = held.slice(literalAt);
+        literalAt = 0;
+        const spans: number[] = [];
+        this.#literalSpans(d, 0, d.length, spans);
+        return finish(d, d.length, spans.length > 2 ? normalize(spans) : spans, ALL_FLAGS);
+      },
       flush: (): Uint8Array => {
         let d = held;
         held = EMPTY;
+        literalAt = 0;
         if (d.length === 0) return EMPTY;
         if (d.includes(ESC) && this.#hasLiterals()) d = this.#starProjected(d, d.length).bytes;
         const spans: number[] = [];

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { TermadaError } from "../shared/mod.ts";
-import { Redactor, SecretSet } from "./redact.ts";
+import { RAW_TOKEN_HOLD_MIN, Redactor, SecretSet } from "./redact.ts";
 import { fullGc } from "../shared/_test_gc.ts";
 import { seededRandom } from "../shared/mod.ts";
 
@@ -440,4 +440,40 @@ Deno.test("a redactor without literals of its own costs no literal tables (one p
     new TextDecoder().decode(kept[0]!.redact(new TextEncoder().encode("x s3cret-value y"))),
     "x [REDACTED] y",
   );
+});
+
+Deno.test("raw stream: a token cut by the end of a bulk chunk is held for the next and masked whole", () => {
+  const token = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0".repeat(2);
+  const pad = "x".repeat(RAW_TOKEN_HOLD_MIN) + " ";
+  for (let cut = 1; cut < token.length; cut++) {
+    const s = new Redactor().stream();
+    const a = dec.decode(s.push(enc.encode(pad + token.slice(0, cut))));
+    assert.equal(s.tokenHeld, true, `cut at ${cut}`);
+    const b = dec.decode(s.push(enc.encode(token.slice(cut) + " done\n")));
+    assert.equal(a + b + dec.decode(s.flush()), pad + "[REDACTED] done\n", `cut at ${cut}`);
+  }
+});
+
+Deno.test("raw stream: a typed key's echo is never held; a held token tail is released as it is", () => {
+  const s = new Redactor().stream();
+  assert.equal(dec.decode(s.push(enc.encode("g"))), "g");
+  assert.equal(dec.decode(s.push(enc.encode("h"))), "h");
+  assert.equal(s.tokenHeld, false);
+  const pad = "y".repeat(RAW_TOKEN_HOLD_MIN) + "\n$ ";
+  assert.equal(dec.decode(s.push(enc.encode(pad + "ghp_ab"))), pad);
+  assert.equal(s.tokenHeld, true);
+  assert.equal(dec.decode(s.release()), "ghp_ab");
+  assert.equal(s.tokenHeld, false);
+  assert.equal(dec.decode(s.flush()), "");
+});
+
+Deno.test("raw stream: a registered secret the token hold would cut goes out whole, masked", () => {
+  const r = new Redactor();
+  r.addLiteral("X=ghp_secretsecret");
+  const s = r.stream();
+  const pad = "z".repeat(RAW_TOKEN_HOLD_MIN) + " ";
+  const out = dec.decode(s.push(enc.encode(pad + "X=ghp_secretsecret"))) +
+    dec.decode(s.push(enc.encode("\n"))) + dec.decode(s.flush());
+  assert.ok(!out.includes("secretsecret"), out);
+  assert.equal(out, pad + "[REDACTED]\n");
 });

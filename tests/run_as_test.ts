@@ -316,7 +316,7 @@ Deno.test({
 
 Deno.test({
   name:
-    `security.run_as: what such a user cannot swap needs no check, what it can (a symlink in its own directory) is checked at the exec${NEEDS}`,
+    `security.run_as: every exec a rule could refuse is checked at the exec: a symlink in the user's own directory, a path in memory another process writes${NEEDS}`,
   ignore: !CAN_RUN || !exists("/usr/bin/python3"),
   async fn(t) {
     await using user = await createUser();
@@ -343,6 +343,20 @@ Deno.test({
           assert.ok(!exists(`${user.home}/${dir}/canary`), "touch ran: the canary exists");
         });
       }
+      // The path in a page another process writes: no thread and no shared address space, so
+      // nothing about the exec'ing process itself says it could race (a red-team's way past an
+      // exemption for single-threaded processes of an ordinary user).
+      await t.step("through a path in a MAP_SHARED page another process flips", async () => {
+        const shared = new URL("./_fixtures/exec_gate/race_shared.py", import.meta.url).pathname;
+        const r = await call(c, "exec_run", {
+          session_id: sid,
+          command: [`mkdir -p ~/shm && cd ~/shm && python3 ${shared} . canary 3`],
+          timeout_ms: 30_000,
+        });
+        assert.equal(r.status, "exited", shown(r));
+        assert.match(String(r.output), /tries=\d+ canary=False/, shown(r));
+        assert.ok(!exists(`${user.home}/shm/canary`), "touch ran: the canary exists");
+      });
     } finally {
       await cleanup(home);
     }

@@ -11,22 +11,8 @@
  * killable, until then. Bounds: 64 notifications handled per listener per poll round, paths of
  * 4096 bytes, argv of 4096 strings / 256 KiB in all (what is cut is flagged `truncated`).
  */
-import {
-  cstr,
-  cstrInto,
-  errno,
-  type FileStat,
-  LINUX,
-  lstatPath,
-  S_IFDIR,
-  S_IFLNK,
-  S_IFMT,
-  STAT_LAYOUT,
-  statPath,
-  sys,
-  syscalls,
-} from "../../ffi/mod.ts";
-import { type Poller, procStat, readLink, readProcFile, sharedPoller } from "../pty/mod.ts";
+import { cstr, cstrInto, errno, LINUX, sys, syscalls } from "../../ffi/mod.ts";
+import { type Poller, procStat, readProcFile, sharedPoller } from "../pty/mod.ts";
 import { concatBytes, logger } from "../shared/mod.ts";
 import { type FileIdentity, fileIdentity, shebang, statId } from "./identity.ts";
 import { Listener, type Notification } from "./seccomp.ts";
@@ -181,8 +167,6 @@ class Attached<C> {
   pending = 0;
   /** POLLHUP was seen while work was pending: closed when the last one settles. */
   hungUp = false;
-  /** This session's walks that found nothing its user could change (see WalkCache). */
-  readonly walks = new WalkCache();
   constructor(fd: number, ctx: C) {
     this.listener = new Listener(fd);
     this.ctx = ctx;
@@ -477,9 +461,10 @@ export class ExecGate<C> {
     counts[DECISIONS]!++;
     if (ans.allow) {
       counts[ALLOWED]!++;
-      const hold = ans.verify && ev && mayRace(n.pid, ev, a.walks)
-        ? this.#holdOf?.(a.ctx)
-        : undefined;
+      // Every exec the decision depends on is held and checked after the exec: the kernel reads
+      // the path and argv again after this answer, and whatever the target, another process can
+      // change them in between (docs/SECURITY.md, "the pointer race").
+      const hold = ans.verify && ev ? this.#holdOf?.(a.ctx) : undefined;
       if (hold && ev) {
         // Decided: holding and checking it is the after-exec check's time, not the decision's.
         if (t0 !== undefined) this.#sample(t0);
@@ -981,189 +966,4 @@ function loadedProgram(argv: readonly string[]): { path: string; argv: string[] 
     return { path: a, argv: argv.slice(i) };
   }
   return undefined;
-}
-
-const KCMP_VM = 1;
-
-/**
- * Whether what the kernel execs could differ from what was checked, so the exec must be
- * verified: another thread of the target (or of a process sharing its memory, like the parent
- * of a vfork child) could rewrite the path or argv, or the target's user could swap the file, a
- * directory the kernel walks through to find it, or a symlink on the way (root can swap
- * anything). A single-threaded process of an ordinary user exec'ing from directories it cannot
- * write (the system's), through no symlink or directory it could change, cannot race: no check.
- * The walk is the kernel's own (see {@link walkMayChange}), not the resolved file's ancestors: a
- * link in /tmp to /usr/bin/true resolves to a file nobody can swap, yet the link can be.
- */
-export function mayRace(pid: number, ev: ExecEvent, walks?: WalkCache): boolean {
-  // /proc/<pid> belongs to the target's euid and egid (to root when it is not dumpable): root,
-  // or a process we would then verify anyway, needs no further look.
-  if (sys().stat(cstrInto(`/proc/${pid}`, procPath), procStBuf) !== 0) return true;
-  const euid = procStView.getUint32(STAT_LAYOUT.uid, true);
-  if (euid === 0) return true;
-  const egid = procStView.getUint32(STAT_LAYOUT.gid, true);
-  // Threads and parent from /proc/<pid>/stat (shorter to make and read than status).
-  const st = procStat(pid);
-  if (!st || st.threads !== 1) return true;
-  if (st.ppid > 1 && sharesMemory(pid, st.ppid)) {
-    if ((procStat(st.ppid)?.threads ?? 2) !== 1) return true;
-  }
-  // Its supplementary groups matter only for a group-writable file or directory of another
-  // group than its own: read (from status) the first time one is met.
-  let groups: Set<number> | null | undefined;
-  const gids = {
-    has(gid: number): boolean {
-      if (gid === egid) return true;
-      if (groups === undefined) groups = supplementaryGroups(pid);
-      return groups === null || groups.has(gid); // unreadable: assume it is one of them
-    },
-  };
-  const files = [ev.resolved, ...(ev.chain ?? []).map((i) => inTarget(pid, i.path))];
-  if (ev.loads) files.push(inTarget(pid, ev.loads.path));
-  for (const f of files) {
-    // Where the kernel starts the walk: the target's root or cwd, or a directory fd (execveat).
-    const m = WALK_START.exec(f);
-    // Anything else (an open file, /proc/<pid>/exe…) names a file through the target's fd table
-    // or a magic link, which this cannot follow: verified.
-    if (!m || (m[1]!.startsWith("fd/") && !m[2])) return true;
-    // A walk from the target's root is asked of the session's cache first (absolute paths:
-    // the common case); one from its cwd or an fd is walked each time.
-    const key = m[1] === "root" && walks ? walks.key(pid, euid, egid, m[2] ?? "") : undefined;
-    if (key !== undefined && walks!.fixed(key)) continue;
-    if (walkMayChange(pid, `/proc/${pid}/${m[1]}`, m[2] ?? "", euid, gids)) return true;
-    if (key !== undefined) walks!.remember(key);
-  }
-  return false;
-}
-
-/** Walk results one session's cache keeps (a full cache is emptied). */
-export const WALK_CACHE_ENTRIES = 256;
-/** How long a kept walk result is trusted, in ms. */
-export const WALK_CACHE_MS = 1000;
-
-/**
- * A session's walks from the target's root that found nothing the target's user could change
- * (no race): the same exec path is then not walked again for a while. Sound because what the
- * walk relies on — directories the user may not write, links in them, a file it does not own —
- * can only be changed by another user (root, the owner), never from inside the session: its
- * processes keep their user and groups (no_new_privs: no set-user-ID gain), and a process in
- * another mount namespace or under another root (unshare, chroot in a user namespace) has
- * another key. Another user's change (an operator's chmod of a system directory) is trusted
- * at most WALK_CACHE_MS late. Results that found a race are not kept: they are verified anyway.
- */
-export class WalkCache {
-  readonly #until = new Map<string, number>();
-
-  /**
-   * The key of a walk of `rest` from `pid`'s root as `uid`/`gid`: its mount namespace and root
-   * directory, the user, the path. Undefined when they cannot be read (the walk runs).
-   */
-  key(pid: number, uid: number, gid: number, rest: string): string | undefined {
-    const ns = readLink(`/proc/${pid}/ns/mnt`);
-    const root = ns === undefined ? undefined : statPath(`/proc/${pid}/root`);
-    if (root === undefined) return undefined;
-    return `${ns}\0${root.dev}:${root.ino}\0${uid}:${gid}\0${rest}`;
-  }
-
-  fixed(key: string): boolean {
-    const until = this.#until.get(key);
-    if (until === undefined) return false;
-    if (performance.now() < until) return true;
-    this.#until.delete(key);
-    return false;
-  }
-
-  remember(key: string): void {
-    if (this.#until.size >= WALK_CACHE_ENTRIES) this.#until.clear();
-    this.#until.set(key, performance.now() + WALK_CACHE_MS);
-  }
-
-  get size(): number {
-    return this.#until.size;
-  }
-}
-
-const WALK_START = /^\/proc\/\d+\/(root|cwd|fd\/\d+)(\/.*)?$/s;
-/** Symlinks one walk follows at most (the kernel's own limit). */
-const MAX_WALK_LINKS = 40;
-/** Longest path string a walk builds (each "/.." adds to it). */
-const MAX_WALK_PATH = 8192;
-
-type GidSet = { has(gid: number): boolean };
-
-/**
- * Walks `rest` from the directory `start` as the kernel resolves an exec's path: true when the
- * target's user could change what it finds — a directory on the way it may write (rename or
- * replace an entry), the file itself (its owner can rewrite or chmod it), or anything this cannot
- * follow (missing, too long, too many links). Symlinks are followed by their text (absolute ones
- * from the target's root); each one lives in a directory already checked, so it is as fixed as
- * that directory. Directories are re-walked by path from `start`, never through a link. A
- * sticky directory the user may write (/tmp) counts as writable: conservative (an entry of
- * another user there cannot be replaced by it), it costs a check after the exec, never a miss.
- */
-function walkMayChange(
-  pid: number,
-  start: string,
-  rest: string,
-  uid: number,
-  gids: GidSet,
-): boolean {
-  const root = `/proc/${pid}/root`;
-  let cur = start;
-  const first = statPath(cur);
-  if (!first || writableStat(first, uid, gids)) return true;
-  const todo = components(rest).reverse();
-  let links = 0;
-  while (todo.length > 0) {
-    const c = todo.pop()!;
-    const next = `${cur}/${c}`;
-    if (next.length > MAX_WALK_PATH) return true;
-    const st = lstatPath(next);
-    if (!st) return true;
-    const type = st.mode & S_IFMT;
-    if (type === S_IFLNK) {
-      const target = ++links > MAX_WALK_LINKS ? undefined : readLink(next);
-      if (!target) return true;
-      if (target.startsWith("/")) {
-        cur = root;
-        const rs = statPath(root);
-        if (!rs || writableStat(rs, uid, gids)) return true;
-      }
-      for (const t of components(target).reverse()) todo.push(t);
-      continue;
-    }
-    if (todo.length === 0) return writableStat(st, uid, gids); // the file itself
-    if (type !== S_IFDIR) return true; // the exec fails (ENOTDIR): nothing to trust
-    if (writableStat(st, uid, gids)) return true;
-    cur = next;
-  }
-  return true; // the path names a directory (or nothing): the exec fails; verify anyway
-}
-
-/** A path's components, without empty ones and "." (".." stays: the kernel walks it). */
-function components(path: string): string[] {
-  return path.split("/").filter((c) => c !== "" && c !== ".");
-}
-
-const procStBuf = new Uint8Array(STAT_LAYOUT.size);
-const procStView = new DataView(procStBuf.buffer);
-
-function sharesMemory(a: number, b: number): boolean {
-  const nr = syscalls()!.kcmp;
-  return Number(sys().syscall6(BigInt(nr), BigInt(a), BigInt(b), BigInt(KCMP_VM), 0n, 0n, 0n)) ===
-    0;
-}
-
-/** The supplementary groups of `pid` (its status `Groups:`), null when unreadable. */
-function supplementaryGroups(pid: number): Set<number> | null {
-  const status = procStatus(pid);
-  if (status === undefined) return null;
-  return new Set(statusField(status, "Groups").split(/\s+/).filter(Boolean).map(Number));
-}
-
-/** Could `uid` (with `gids`) modify this file or directory (write, or rename entries in it)? */
-function writableStat(st: FileStat, uid: number, gids: GidSet): boolean {
-  if (st.uid === uid) return true; // even without a write bit: the owner can chmod it
-  if ((st.mode & 0o020) && gids.has(st.gid)) return true;
-  return (st.mode & 0o002) !== 0;
 }

@@ -930,6 +930,18 @@ const TOOL_CASES: Record<string, ToolSpec> = {
         assert.equal(r.eof, true);
         assert.match(str(r.sha256, "sha256"), /^[0-9a-f]{64}$/);
       }),
+      okCase("past its end: no bytes, eof, and the file's own size", async (fx) => {
+        await Deno.writeTextFile(`${fx.work}/short.txt`, "hello world");
+        const r = await ok(fx.c, "file_read", { path: `${fx.work}/short.txt`, offset: 100 });
+        assert.equal(r.bytes, 0);
+        assert.equal(r.eof, true);
+        assert.equal(r.size, 11);
+      }),
+      errArgs("file_read", "INVALID_ARGUMENT", "session and session_id that disagree", {
+        path: "x",
+        session: FAKE.session,
+        session_id: "ses_111111111111",
+      }),
       errArgs("file_read", "NOT_FOUND", "a missing file", { path: "/nonexistent-termada/x" }),
       errArgs("file_read", "INVALID_ARGUMENT", "a directory", { path: "/tmp" }),
       errArgs("file_read", "NOT_FOUND", "an unknown session", { path: "x", session: FAKE.session }),
@@ -1414,6 +1426,31 @@ Deno.test("the stdio shim answers malformed JSON-RPC lines and keeps serving", a
         assert.match(e.message, /too large/i);
         assert.doesNotMatch(e.message, /unreachable/i);
         await stillServes(raw, 8);
+        // The SDK puts the id last: the answer then carries it, and the call fails at once.
+        await raw.writeLine(
+          JSON.stringify({ jsonrpc: "2.0", method: "tools/list", params: { pad }, id: 9 }),
+          20_000,
+        );
+        const last = await raw.next("the answer to a 4 MiB line with its id last", 20_000);
+        assert.equal(errorOf(last, "id last").code, -32600);
+        assert.equal(last.id, 9, JSON.stringify(last));
+      },
+    });
+
+    await t.step({
+      name: "params as an array, and tools/call without params, are answered with their ids",
+      sanitizeOps: false,
+      sanitizeResources: false,
+      fn: async () => {
+        await using raw = await shim();
+        await raw.writeLine('{"jsonrpc":"2.0","id":3,"method":"ping","params":[1]}');
+        const arr = await raw.response(3, "ping with params [1]", 5000);
+        assert.equal(errorOf(arr, "params array").code, -32600, JSON.stringify(arr));
+        await raw.writeLine('{"jsonrpc":"2.0","id":4,"method":"tools/call"}');
+        const none = await raw.response(4, "tools/call without params", 5000);
+        assert.equal(errorOf(none, "no params").code, -32602, JSON.stringify(none));
+        assert.doesNotMatch(errorOf(none, "no params").message, /invalid_type|nonoptional/);
+        await stillServes(raw, 5);
       },
     });
   } finally {

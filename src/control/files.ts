@@ -102,7 +102,7 @@ export class FileOps {
   }
 
   async read(owner: string, req: FileReadInput): Promise<FileReadResult> {
-    const w = await this.#where(owner, req.session_id ?? req.session);
+    const w = await this.#where(owner, req.session);
     try {
       const path = w.backend.resolve(w.cwd, req.path);
       const { action, real } = await this.#admit(owner, "file.read", w, path, ["read", path]);
@@ -168,7 +168,7 @@ export class FileOps {
       : typeof req.mode === "number"
       ? req.mode
       : parseInt(req.mode, 8);
-    const w = await this.#where(owner, req.session_id ?? req.session);
+    const w = await this.#where(owner, req.session);
     try {
       const path = w.backend.resolve(w.cwd, req.path);
       const { action, real } = await this.#admit(owner, "file.write", w, path, [

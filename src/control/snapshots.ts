@@ -78,7 +78,7 @@ export class SnapshotOps {
   /** snapshot_create: a directory of this machine (default: the session's cwd). */
   async create(owner: string, req: SnapshotCreateInput): Promise<SnapshotCreateResult> {
     const engine = this.#o.engine;
-    const sessionId = req.session_id ?? req.session;
+    const sessionId = req.session;
     const session = sessionId === undefined
       ? undefined
       : engine.registry.ownSession(owner, sessionId);

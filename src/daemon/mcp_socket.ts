@@ -157,9 +157,13 @@ class Connection {
     let pending: unknown[] = [];
     for await (const item of readLines(this.#conn)) {
       if (item.kind === "too_large") {
-        this.send(
-          rpcError(null, INVALID_REQUEST, `Request too large: over ${MAX_LINE_BYTES} bytes`),
-        );
+        // Answered with the request's own id when its end names one (the SDK puts it last), so
+        // the client's call fails at once instead of waiting for its timeout.
+        this.send(rpcError(
+          idAtEnd(decoder.decode(item.tail)),
+          INVALID_REQUEST,
+          `Request too large: over ${MAX_LINE_BYTES} bytes`,
+        ));
         continue;
       }
       const text = decoder.decode(item.bytes).trim();
@@ -375,4 +379,19 @@ function plainToolCall(m: JSONRPCMessage): boolean {
 /** The SDK's request id (and progress token): a string or an integer. */
 function sdkId(v: unknown): boolean {
   return typeof v === "string" || Number.isInteger(v);
+}
+
+/**
+ * The id of a request from the end of its line, when the line ends with its top-level `"id"`
+ * (`…,"id":7}`: one closing brace, so not a nested object's), else null.
+ */
+export function idAtEnd(tail: string): string | number | null {
+  const m = /[,{]\s*"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")\s*\}\s*$/.exec(tail);
+  if (!m) return null;
+  try {
+    const id = JSON.parse(m[1]!);
+    return typeof id === "number" || typeof id === "string" ? id : null;
+  } catch {
+    return null;
+  }
 }

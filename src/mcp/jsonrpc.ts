@@ -28,8 +28,13 @@ function messageError(m: unknown): string | undefined {
   if ("method" in o) {
     if (typeof o.method !== "string") return '"method" is not a string';
     if ("id" in o && !validId(o.id)) return '"id" is not a string or a number';
-    if ("params" in o && (o.params === null || typeof o.params !== "object")) {
-      return '"params" is not an object or an array';
+    // MCP names its params: an array (JSON-RPC's by-position form) would reach no handler, and
+    // the SDK drops such a message without a reply.
+    if (
+      "params" in o &&
+      (o.params === null || typeof o.params !== "object" || Array.isArray(o.params))
+    ) {
+      return '"params" is not an object';
     }
     return undefined;
   }

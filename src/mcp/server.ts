@@ -126,7 +126,10 @@ function withErrorShape(result: Record<string, unknown>): Record<string, unknown
  * malformed request is JSON-RPC -32602, not -32603), and the tool's own schema parses the
  * arguments: one parse per request.
  */
-const ToolsCallRequest = z.object({ method: z.literal("tools/call"), params: z.unknown() });
+const ToolsCallRequest = z.object({
+  method: z.literal("tools/call"),
+  params: z.unknown().optional(),
+});
 
 /** The parts of tools/call params we read; anything else in them is ignored, as MCP allows. */
 interface CallParams {

@@ -57,7 +57,7 @@ export interface FileBackend {
 export interface FileRead {
   /** The path asked (not a symlink's target). */
   path: string;
-  /** The file's size when it was opened (at least offset + bytes read). */
+  /** The file's size when it was opened (at least offset + bytes read when bytes were read: a pseudo file reports 0; past the end, the file's own size). */
   size: number;
   offset: number;
   bytes: Uint8Array;
@@ -316,7 +316,9 @@ async function pageOf(
   const eof = n < want || (size > 0 && offset + n >= size) || want === 0;
   return {
     path,
-    size: Math.max(size, offset + n),
+    // A pseudo file reports 0: what was read is its size so far. Past the end nothing was read,
+    // and the size is the file's, not the offset asked.
+    size: n > 0 ? Math.max(size, offset + n) : size,
     offset,
     bytes,
     eof,

@@ -147,7 +147,7 @@ async function fileContract(t: Deno.TestContext, fx: Fixture): Promise<void> {
       assert.deepEqual(await page(8, 4), { text: "89", eof: true, size: 10, sha: false });
       assert.deepEqual(await page(6, 4), { text: "6789", eof: true, size: 10, sha: false });
       assert.deepEqual(await page(10, 4), { text: "", eof: true, size: 10, sha: false });
-      assert.deepEqual(await page(1000, 4), { text: "", eof: true, size: 1000, sha: false });
+      assert.deepEqual(await page(1000, 4), { text: "", eof: true, size: 10, sha: false });
       assert.deepEqual(await page(0, 10), { text: "0123456789", eof: true, size: 10, sha: true });
     });
 

@@ -114,3 +114,18 @@ export function parseInput<T extends z.ZodType>(schema: T, input: unknown): z.ou
   }
   throw invalidArgument(`Invalid "${where || "input"}": ${issue.message}`);
 }
+
+/** `session` and `session_id` are one argument under two names; both given must agree. */
+export function oneSession<T extends { session?: string; session_id?: string }>(
+  v: T,
+): Omit<T, "session_id"> & { session?: string } {
+  const { session_id, ...rest } = v;
+  const session = rest.session ?? session_id;
+  return { ...rest, ...(session === undefined ? {} : { session }) };
+}
+export const sameSession = (v: { session?: string; session_id?: string }): boolean =>
+  v.session === undefined || v.session_id === undefined || v.session === v.session_id;
+export const SESSION_CONFLICT = {
+  message: 'names another session than "session" (they are one argument)',
+  path: ["session_id"],
+};

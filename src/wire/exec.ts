@@ -19,7 +19,10 @@ import {
   LIMITS,
   Ms,
   NUL_MESSAGE,
+  oneSession,
   Path,
+  sameSession,
+  SESSION_CONFLICT,
   utf8Length,
   VaultName,
 } from "./common.ts";
@@ -36,21 +39,6 @@ const START = {
   env: EnvMap.optional(),
   cwd: Path.optional(),
   mode: ExecMode.optional(),
-};
-
-/** `session` and `session_id` are one argument under two names; both given must agree. */
-function oneSession<T extends { session?: string; session_id?: string }>(
-  v: T,
-): Omit<T, "session_id"> & { session?: string } {
-  const { session_id, ...rest } = v;
-  const session = rest.session ?? session_id;
-  return { ...rest, ...(session === undefined ? {} : { session }) };
-}
-const sameSession = (v: { session?: string; session_id?: string }) =>
-  v.session === undefined || v.session_id === undefined || v.session === v.session_id;
-const SESSION_CONFLICT = {
-  message: 'names another session than "session" (they are one argument)',
-  path: ["session_id"],
 };
 
 export const ExecStartInput = z.strictObject(START).refine(sameSession, SESSION_CONFLICT)

@@ -4,7 +4,7 @@
  * operator's server routes.
  */
 import { z } from "zod";
-import { Command, Id, Path } from "./common.ts";
+import { Command, Id, oneSession, Path, sameSession, SESSION_CONFLICT } from "./common.ts";
 
 const ServerName = z.string().min(1).max(63).regex(
   /^[a-z0-9][a-z0-9_.-]*$/,
@@ -115,7 +115,7 @@ export const FileReadInput = z.strictObject({
   session_id: Id.optional(),
   offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   max_bytes: z.number().int().min(1).max(REMOTE_LIMITS.readPageBytes).optional(),
-});
+}).refine(sameSession, SESSION_CONFLICT).transform(oneSession);
 export type FileReadInput = z.output<typeof FileReadInput>;
 
 export const FileReadResult = z.object({
@@ -146,7 +146,7 @@ export const FileWriteInput = z.strictObject({
     .optional(),
   session: Id.optional(),
   session_id: Id.optional(),
-});
+}).refine(sameSession, SESSION_CONFLICT).transform(oneSession);
 export type FileWriteInput = z.output<typeof FileWriteInput>;
 
 export const FileWriteResult = z.object({

@@ -4,7 +4,7 @@
  * src/snapshot; these are the views the edges return.
  */
 import { z } from "zod";
-import { Id, Path } from "./common.ts";
+import { Id, oneSession, Path, sameSession, SESSION_CONFLICT } from "./common.ts";
 
 /** Bounds of snapshot input at the edges (the library enforces its own too). */
 export const SNAPSHOT_WIRE_LIMITS = {
@@ -32,7 +32,7 @@ export const SnapshotCreateInput = z.strictObject({
   /** Replace the default excludes (node_modules); globs on path segments. */
   excludes: Excludes.optional(),
   include_git: z.boolean().optional(),
-});
+}).refine(sameSession, SESSION_CONFLICT).transform(oneSession);
 export type SnapshotCreateInput = z.output<typeof SnapshotCreateInput>;
 
 export const SnapshotListInput = z.strictObject({

@@ -157,6 +157,9 @@ const BASES = {
 };
 const ENDED_SESSION = 31009;
 const ENDED_BACKGROUND = 31069;
+/** What a leftover double-forks after its job ended, and what a trap starts with setsid. */
+const LEFTOVER_FORK = 31079;
+const TRAP_SETSID = 31089;
 
 Deno.test("exec_kill ends a job's whole process tree, escapers included", async (t) => {
   const session = escapeTree(BASES.killSession);
@@ -239,6 +242,40 @@ Deno.test("operator stop-all ends every running job's whole process tree", async
       const r = await jobResult(c, job);
       assert.equal(r.status, "killed", JSON.stringify(r));
       assert.deepEqual(r.survivors, []);
+    });
+  });
+});
+
+Deno.test("exec_kill ends what a job's leftovers spawn after it ended, and what its traps start while it is killed", async (t) => {
+  await withDaemon([LEFTOVER_FORK, TRAP_SETSID], async (c) => {
+    await t.step("a nohup loop that double-forks after the job ended", async () => {
+      const sid = (await call(c, "session_create", {})).session_id as string;
+      const r = await call(c, "exec_run", {
+        session_id: sid,
+        command: [
+          `nohup bash -c 'while :; do (sleep ${LEFTOVER_FORK} &); sleep 0.2; done' >/dev/null 2>&1 &`,
+        ],
+        timeout_ms: 10_000,
+      });
+      assert.equal(r.status, "exited", JSON.stringify(r));
+      // Forked after the job's end by a subshell that exits at once: re-parented, not a
+      // descendant of anything the job started.
+      await until(() => markerProcesses([LEFTOVER_FORK]).length >= 3, () => "no leftovers yet");
+      const k = await call(c, "exec_kill", { job_id: r.job_id, grace_ms: GRACE_MS });
+      await assertGone([LEFTOVER_FORK], "exec_kill of the ended job");
+      assert.deepEqual(k.survivors, [], JSON.stringify(k));
+      await new Promise((res) => setTimeout(res, 600)); // the loop is gone: nothing new comes
+      assert.deepEqual(markerProcesses([LEFTOVER_FORK]), []);
+    });
+    await t.step("a trap that starts a setsid process when the job is signalled", async () => {
+      const { job } = await startSessionJob(
+        c,
+        `bash -c 'trap "setsid sleep ${TRAP_SETSID} & exit" INT TERM HUP; while :; do sleep 0.1; done' & sleep 1000`,
+      );
+      await new Promise((res) => setTimeout(res, 300));
+      const k = await call(c, "exec_kill", { job_id: job, grace_ms: GRACE_MS });
+      await assertGone([TRAP_SETSID], "exec_kill of the trapping job");
+      assert.deepEqual(k.survivors ?? [], [], JSON.stringify(k));
     });
   });
 });

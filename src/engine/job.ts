@@ -32,6 +32,11 @@ export interface JobProcesses {
   list(): { pid: number; startTime: number }[];
   end(graceMs: number): Promise<{ survivors: Survivor[] }>;
   /**
+   * It is being stopped from now on: what starts meanwhile (a trap's `setsid …`) is its own too.
+   * end() says so as well; a stop that signals the job first says it before.
+   */
+  stopping?(): void;
+  /**
    * The job left memory (the registry dropped it): what it holds in the kernel (a one-shot's
    * cgroup) goes, unless processes it left still run there (they stay until shutdown ends them).
    */

@@ -262,6 +262,7 @@ export class JobLifecycle {
       this.abandon(res, "denied", "withdrawn before it ran");
       return;
     }
+    job.processes?.stopping?.();
     const one = this.#oneshots.get(job.id);
     if (one) await one.stop(grace, status);
     else {

@@ -40,7 +40,13 @@ import {
   typedCommand,
 } from "../shell/mod.ts";
 import { type Clock, logger, randomHex, TermadaError, within } from "../shared/mod.ts";
-import { launchProblems, type LaunchReady, nowTicks, type ProcessScope } from "../sandbox/mod.ts";
+import {
+  launchProblems,
+  type LaunchReady,
+  nowTicks,
+  type ProcessRef,
+  type ProcessScope,
+} from "../sandbox/mod.ts";
 import { InputWatcher } from "./input.ts";
 import { waitDone } from "./oneshot.ts";
 import type { Job } from "./job.ts";
@@ -51,6 +57,8 @@ const log = logger("engine");
  * be a token cut by the read, when no more output follows (src/output/redact.ts).
  */
 const RAW_RELEASE_MS = 50;
+/** Process groups remembered per job to find what its leftovers spawn (the first ones kept). */
+const MAX_JOB_GROUPS = 64;
 
 export type SessionState = "starting" | "ready" | "busy" | "closed";
 
@@ -170,6 +178,8 @@ export class Session {
   #spawned: Spawned | undefined;
   #parser: MarkerParser;
   #rawRedact: ReturnType<Redactor["stream"]>;
+  /** When the current job started, in clock ticks (its processes start from then). */
+  #jobFrom: number | undefined;
   /** Releases the raw stream's token hold when no output followed (RAW_RELEASE_MS). */
   #rawTimer: ReturnType<typeof setTimeout> | undefined;
   #recorder: AsciicastRecorder | undefined;
@@ -401,7 +411,13 @@ export class Session {
     }
   }
 
-  /** The job's processes: those of this session that started while it ran. */
+  /**
+   * The job's processes: those of this session that started while it ran, and those it left
+   * running still spawn after it ended — found by their process group when the parent that made
+   * them is gone (a double fork in a `nohup` loop is re-parented to the daemon), and, while the
+   * job is being stopped, whatever starts in the session meanwhile (a `trap` that runs
+   * `setsid …` on TERM) unless another job of the session runs.
+   */
   #trackProcesses(job: Job): void {
     const scope = this.#spawned?.scope;
     if (!scope) return;
@@ -410,8 +426,49 @@ export class Session {
     const from = nowTicks() - 1;
     let to: number | undefined;
     job.done.then(() => to = nowTicks() + 1);
-    const list = () => scope.startedBetween(from, to);
-    job.processes = { list, end: (graceMs) => scope.end({ set: list, graceMs }) };
+    /** Process groups of the job's processes (never the shell's), each with when it was seen. */
+    const groups = new Map<number, number>();
+    let stopping: number | undefined;
+    const list = (): ProcessRef[] => {
+      const all = scope.startedBetween(from, undefined);
+      const shellGroup = procStat(scope.root)?.pgrp;
+      const other = this.job !== undefined && this.job !== job ? this.#jobFrom : undefined;
+      const mine: ProcessRef[] = [];
+      const later: { p: ProcessRef; pgrp: number | undefined }[] = [];
+      for (const p of all) {
+        if (to === undefined || p.startTime <= to) {
+          mine.push(p);
+          const g = p.pgrp ?? procStat(p.pid)?.pgrp;
+          if (
+            g !== undefined && g !== shellGroup && !groups.has(g) && groups.size < MAX_JOB_GROUPS
+          ) {
+            groups.set(g, p.startTime);
+          }
+        } else later.push({ p, pgrp: p.pgrp ?? procStat(p.pid)?.pgrp });
+      }
+      for (const { p, pgrp } of later) {
+        if (other !== undefined && p.startTime >= other) continue; // the running job's
+        const seen = pgrp === undefined ? undefined : groups.get(pgrp);
+        if (
+          (seen !== undefined && p.startTime >= seen) ||
+          (stopping !== undefined && p.startTime >= stopping)
+        ) {
+          mine.push(p);
+        }
+      }
+      return mine;
+    };
+    this.#jobFrom = from;
+    job.processes = {
+      list,
+      stopping: () => {
+        stopping ??= nowTicks() - 1;
+      },
+      end: (graceMs) => {
+        stopping ??= nowTicks() - 1;
+        return scope.end({ set: list, graceMs });
+      },
+    };
   }
 
   /**

@@ -29,4 +29,4 @@ export { runLauncher } from "./launcher_main.ts";
 export { launchProblems, type LaunchReady } from "./spec.ts";
 export { runAsForDaemon, type RunAsSpec, type RunAsUser } from "./run_as.ts";
 export { nowTicks, ProcessScope } from "./scope.ts";
-export { type EscalateResult, type Survivor } from "./reaper.ts";
+export { type EscalateResult, type ProcessRef, type Survivor } from "./reaper.ts";

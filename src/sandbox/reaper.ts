@@ -29,6 +29,8 @@ const FREEZE_MS = 200;
 export interface ProcessRef {
   pid: number;
   startTime: number;
+  /** Its process group, when the one who listed it read it. */
+  pgrp?: number;
 }
 
 export type EscalationSignal = "INT" | "TERM" | "KILL";
@@ -160,9 +162,19 @@ export async function escalate(
 
   let last: EscalationSignal | undefined;
   let empty = false;
+  /**
+   * Nothing is left, twice, a poll apart: a process that is dying may start another on its
+   * way out (a trap's `setsid …`), which the first look can miss.
+   */
+  const gone = async (): Promise<boolean> => {
+    if (tracker.refresh().length > 0) return false;
+    if (last === undefined) return true; // nothing was signalled: nothing can react
+    await sleep(pollMs);
+    return tracker.refresh().length === 0;
+  };
   for (let i = 0; i < signals.length && !empty; i++) {
     const sig = signals[i]!;
-    if (tracker.refresh().length === 0) {
+    if (await gone()) {
       empty = true;
       break;
     }
@@ -178,7 +190,7 @@ export async function escalate(
       if (left <= 0) break;
       // A scan costs ~15 µs per process on the host: never poll faster than twice its cost.
       await sleep(Math.min(left, Math.max(pollMs, 2 * tracker.scanMs)));
-      if (tracker.refresh().length === 0) {
+      if (await gone()) {
         empty = true;
         break;
       }
@@ -225,10 +237,12 @@ class Tracker {
   refresh(): ProcStat[] {
     const t0 = performance.now();
     this.#overflow = 0;
-    const table = scan();
+    // The set first, then the scan: a process the set names exists by the time of the scan
+    // (the other way round, one started in between would be named but missing from the table).
     const candidates: { pid: number; startTime?: number }[] = [];
     for (const e of this.#set()) candidates.push(typeof e === "number" ? { pid: e } : e);
     for (const pid of this.#cgroup?.procs() ?? []) candidates.push({ pid });
+    const table = scan();
     for (const c of candidates) {
       const st = table.stats.get(c.pid);
       if (!st || (c.startTime !== undefined && st.startTime !== c.startTime)) continue;

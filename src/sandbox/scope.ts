@@ -115,7 +115,7 @@ export class ProcessScope {
       for (const pid of this.#cgroupPids()) {
         if (pid === this.#root) continue;
         const st = procStat(pid);
-        if (st && st.state !== "Z") out.push({ pid, startTime: st.startTime });
+        if (st && st.state !== "Z") out.push({ pid, startTime: st.startTime, pgrp: st.pgrp });
       }
       return out;
     }

@@ -579,7 +579,7 @@ export interface EngineSettings {
   /** Extra redaction patterns (`redaction.patterns`). */
   redactPatterns: string[];
   /** The session boundary: mode, and what no session may reach. */
-  sandbox: { mode: "required" | "auto" | "off"; hide: string[] };
+  sandbox: { mode: "required" | "auto" | "off"; hide: string[]; launcherCache: string };
 }
 
 export function engineOptionsFrom(config: Config, paths: TermadaPaths): EngineSettings {
@@ -604,7 +604,11 @@ export function engineOptionsFrom(config: Config, paths: TermadaPaths): EngineSe
     },
     killGraceMs: jobs.kill_grace_ms,
     redactPatterns: [...config.redaction.patterns],
-    sandbox: { mode: config.security.exec_gate, hide: controlPlanePaths(paths) },
+    sandbox: {
+      mode: config.security.exec_gate,
+      hide: controlPlanePaths(paths),
+      launcherCache: `${paths.stateDir}/launcher-cache`,
+    },
   };
 }
 

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { aliveAfterGc } from "../shared/_test_gc.ts";
+import { LauncherCode } from "../sandbox/mod.ts";
 import { pgrep, rejectsWith, testRuntime, until } from "./_test_util.ts";
 
 const A = "agent-a";
@@ -330,6 +331,29 @@ Deno.test("tokens in bulk output are masked in the raw ring and the recording wh
   for await (const f of Deno.readDir(`${te.dir}/recordings`)) {
     const text = await Deno.readTextFile(`${te.dir}/recordings/${f.name}`);
     assert.equal(leak.exec(text)?.[0], undefined, "recording");
+  }
+});
+
+Deno.test("a launcher file changed since the daemon started refuses every launch, and says why", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "termada-pin-" });
+  const file = `${dir}/launcher_main.ts`;
+  await Deno.writeTextFile(file, "// the launcher\n");
+  try {
+    await using te = await testRuntime({
+      engine: {
+        sandbox: { mode: "auto", hide: [], launcherCode: () => LauncherCode.of([file]) },
+      },
+    });
+    const e = te.engine;
+    assert.equal((await e.run(A, { command: ["echo", "ok"] })).exit_code, 0);
+    // What a session of the daemon's user could do to a binary or checkout it owns.
+    await Deno.writeTextFile(file, "// rewritten\n");
+    await rejectsWith(() => e.createSession(A), "INTERNAL");
+    const err = await e.createSession(A).catch((x) => x);
+    assert.match(String(err.message), /changed since the daemon started/);
+    await rejectsWith(() => e.run(A, { command: ["echo", "x"], mode: "background" }), "INTERNAL");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });
 

@@ -13,6 +13,7 @@ import {
   type ExecFastPath,
   type ExecGateMode,
   type Feature,
+  type LauncherCode,
   type RunAsUser,
   Sandbox,
   type SandboxReport,
@@ -112,6 +113,10 @@ export interface SandboxSettings {
   subreaper?: boolean;
   /** Answer execs on the gate's own thread (default: unless TERMADA_GATE_THREAD=off). */
   gateThread?: boolean;
+  /** The launcher's own DENO_DIR from source, in the state dir (see SandboxOptions). */
+  launcherCache?: string;
+  /** The launcher's files to hold it to (tests; see SandboxOptions). */
+  launcherCode?: () => LauncherCode;
 }
 
 /** Whose program is at the exec gate: its session, owner, and the job running there now. */
@@ -160,6 +165,8 @@ export class Engine {
       hide: options.sandbox?.hide ?? [],
       missing: options.sandbox?.missing,
       subreaper: options.sandbox?.subreaper,
+      ...(options.sandbox?.launcherCache ? { launcherCache: options.sandbox.launcherCache } : {}),
+      ...(options.sandbox?.launcherCode ? { launcherCode: options.sandbox.launcherCode } : {}),
       ...(options.sandbox?.gateThread !== undefined
         ? { gateThread: options.sandbox.gateThread }
         : {}),

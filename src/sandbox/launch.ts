@@ -38,13 +38,19 @@ export function launcherArgv(): string[] {
   ];
 }
 
-/** The launcher's own environment (the program's travels in the spec). */
-export function launcherEnv(): Record<string, string> {
+/**
+ * The launcher's own environment (the program's travels in the spec). `cacheDir`: its DENO_DIR
+ * when it runs from source — one sessions cannot reach, so the compiled modules it runs are not
+ * in a cache a session could rewrite.
+ */
+export function launcherEnv(cacheDir?: string): Record<string, string> {
   const env: Record<string, string> = { DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" };
   for (const k of ["HOME", "PATH", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
     const v = Deno.env.get(k);
     if (v !== undefined) env[k] = v;
   }
+  // deno-lint-ignore no-explicit-any
+  if (cacheDir !== undefined && !(Deno.build as any).standalone) env.DENO_DIR = cacheDir;
   return env;
 }
 

@@ -30,3 +30,4 @@ export { launchProblems, type LaunchReady } from "./spec.ts";
 export { runAsForDaemon, type RunAsSpec, type RunAsUser } from "./run_as.ts";
 export { nowTicks, ProcessScope } from "./scope.ts";
 export { type EscalateResult, type ProcessRef, type Survivor } from "./reaper.ts";
+export { LauncherCode, MAX_PINNED_FILES } from "./launcher_code.ts";

@@ -37,6 +37,7 @@ import type { ExecFastPath } from "./fast_path.ts";
 import { GateThread } from "./gate_thread.ts";
 import { landlockAbi } from "./landlock.ts";
 import { controlPair, handshake, LaunchChannel, launcherArgv, launcherEnv } from "./launch.ts";
+import { LauncherCode } from "./launcher_code.ts";
 import { becomeSubreaper } from "./reaper.ts";
 import { ProcessScope } from "./scope.ts";
 import { type RunAsUser, SETPRIV, setprivArgv } from "./run_as.ts";
@@ -98,6 +99,13 @@ export interface SandboxOptions<C> {
   runAs?: RunAsUser;
   /** Features to treat as absent (injection for tests and diagnostics). */
   missing?: readonly Feature[];
+  /**
+   * The launcher's own DENO_DIR when it runs from source (its compiled modules), in the state
+   * dir that sessions cannot reach; default: the daemon's.
+   */
+  launcherCache?: string;
+  /** The launcher's files to hold it to (tests pin others; default: LauncherCode.pin()). */
+  launcherCode?: () => LauncherCode;
   /**
    * Become the child subreaper and reap orphans (the daemon; never a test process, whose other
    * children Deno itself waits for).
@@ -163,6 +171,10 @@ export class Sandbox<C> {
   readonly #cgroup: FeatureState & { root?: string };
   readonly #tree: CgroupTree | undefined;
   readonly #hide: string[];
+  /** The launcher's files as they were at start: a launch refuses to run a changed one. */
+  #code: LauncherCode | undefined;
+  /** The launcher's cache directories were made 0700 (after the first launch made them). */
+  #cachePrivate = false;
   readonly subreaper: boolean;
   #reapTimer: ReturnType<typeof setInterval> | undefined;
   readonly #useThread: boolean;
@@ -413,13 +425,31 @@ export class Sandbox<C> {
       required: this.mode === "required" ? ["seccomp"] : [],
       user: runAs ? { uid: runAs.uid, gid: runAs.gid, tty_gid: runAs.ttyGid } : null,
     };
+    // The launcher runs as the daemon's user before any boundary: never a changed one.
+    this.#code ??= this.#o.launcherCode?.() ?? LauncherCode.pin();
+    const changed = this.#code.changed();
+    if (changed !== undefined) {
+      log.error("the launcher's code changed since the daemon started: nothing is launched", {
+        file: changed,
+      });
+      await cgroup?.remove().catch(() => false);
+      throw new TermadaError(
+        "INTERNAL",
+        `Cannot start a session: "${changed}", part of the launcher, changed since the daemon started`,
+        {
+          hint: "Nothing was started. If you updated Termada, restart the daemon " +
+            "(termada daemon restart). Otherwise something rewrote the daemon's own code: " +
+            "check that file before restarting (docs/SECURITY.md)",
+        },
+      );
+    }
     const pair = controlPair();
     let pty: Pty;
     try {
       pty = PtyClass.spawn({
         ...req,
         argv: launcherArgv(),
-        env: launcherEnv(),
+        env: launcherEnv(this.#o.launcherCache),
         control: pair.child,
       });
     } catch (err) {
@@ -445,6 +475,12 @@ export class Sandbox<C> {
         (fd, tty) => pty.adoptMaster(fd, tty),
       );
       this.#noteReport(report);
+      if (!this.#cachePrivate && this.#o.launcherCache) {
+        // deno made the launcher's cache with the usual 0755 directories (inside the 0700
+        // state dir): private like every directory of the state dir.
+        this.#cachePrivate = true;
+        privateDirs(this.#o.launcherCache);
+      }
       return { pty, scope, detach: () => handle?.close(), report };
     } catch (err) {
       handle?.close();
@@ -496,6 +532,20 @@ export class Sandbox<C> {
       log.warn("no private /proc in a launcher: other users' processes stay visible", {
         error: r.proc.error,
       });
+    }
+  }
+}
+
+/** Makes `root` and every directory below it 0700 (bounded: 4096 directories). */
+function privateDirs(root: string): void {
+  const todo = [root];
+  for (let n = 0; todo.length > 0 && n < 4096; n++) {
+    const dir = todo.pop()!;
+    try {
+      Deno.chmodSync(dir, 0o700);
+      for (const e of Deno.readDirSync(dir)) if (e.isDirectory) todo.push(`${dir}/${e.name}`);
+    } catch {
+      // gone meanwhile, or not ours: nothing to tighten
     }
   }
 }

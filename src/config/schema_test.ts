@@ -96,7 +96,7 @@ Deno.test("engineOptionsFrom maps config keys to engine option names", () => {
   const options: Partial<EngineOptions> = engineOptionsFrom(config, paths);
   assert.deepEqual(options, {
     runtimeDir: "/h/run",
-    sandbox: { mode: "auto", hide: ["/h"] },
+    sandbox: { mode: "auto", hide: ["/h"], launcherCache: "/h/launcher-cache" },
     recordingsDir: "/h/recordings",
     limits: { sessionsPerOwner: 4, sessionsTotal: 8, finishedJobsPerOwner: 10 },
     output: { retentionBytes: 1 << 20 },

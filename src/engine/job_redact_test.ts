@@ -6,26 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { classify, Redactor } from "../output/mod.ts";
-import { systemClock } from "../shared/mod.ts";
 import { RULE_SAMPLES } from "../output/_rule_samples.ts";
-import { Job } from "./job.ts";
+import type { Job } from "./job.ts";
+import { testJob as job } from "./_test_job.ts";
 
 const enc = new TextEncoder();
-let next = 0;
-
-function job(redactor = new Redactor()): Job {
-  return new Job({
-    id: `job_${String(next++).padStart(12, "0")}`,
-    owner: "t",
-    sessionId: "ses_000000000000",
-    command: ["x"],
-    mode: "foreground",
-    clock: systemClock,
-    redactor,
-    output: { retentionBytes: 1 << 24, headBytes: 1 << 20 },
-  });
-}
-
 /** Everything handed out so far (a live job's read says there is more until it ends). */
 function output(j: Job): string {
   return j.buffer.read(undefined, 1 << 20).output;

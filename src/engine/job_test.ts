@@ -1,24 +1,10 @@
 import assert from "node:assert/strict";
-import { classify, Redactor } from "../output/mod.ts";
-import { seededRandom, systemClock } from "../shared/mod.ts";
-import { Job } from "./job.ts";
+import { classify } from "../output/mod.ts";
+import { seededRandom } from "../shared/mod.ts";
+import type { Job } from "./job.ts";
+import { testJob as job } from "./_test_job.ts";
 
 const enc = new TextEncoder();
-let next = 0;
-
-function job(): Job {
-  return new Job({
-    id: `job_${String(next++).padStart(12, "0")}`,
-    owner: "t",
-    sessionId: "ses_000000000000",
-    command: ["x"],
-    mode: "foreground",
-    clock: systemClock,
-    redactor: new Redactor(),
-    output: { retentionBytes: 1 << 24, headBytes: 1 << 20 },
-  });
-}
-
 function output(j: Job): string {
   let out = "";
   let cursor: string | undefined;

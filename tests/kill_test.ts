@@ -160,6 +160,9 @@ const ENDED_BACKGROUND = 31069;
 /** What a leftover double-forks after its job ended, and what a trap starts with setsid. */
 const LEFTOVER_FORK = 31079;
 const TRAP_SETSID = 31089;
+/** What a setsid leftover starts with setsid again, after its job ended. */
+const SETSID_LOOP = 31099;
+const SETSID_LATE = 31109;
 
 Deno.test("exec_kill ends a job's whole process tree, escapers included", async (t) => {
   const session = escapeTree(BASES.killSession);
@@ -247,7 +250,7 @@ Deno.test("operator stop-all ends every running job's whole process tree", async
 });
 
 Deno.test("exec_kill ends what a job's leftovers spawn after it ended, and what its traps start while it is killed", async (t) => {
-  await withDaemon([LEFTOVER_FORK, TRAP_SETSID], async (c) => {
+  await withDaemon([LEFTOVER_FORK, TRAP_SETSID, SETSID_LOOP, SETSID_LATE], async (c) => {
     await t.step("a nohup loop that double-forks after the job ended", async () => {
       const sid = (await call(c, "session_create", {})).session_id as string;
       const r = await call(c, "exec_run", {
@@ -266,6 +269,38 @@ Deno.test("exec_kill ends what a job's leftovers spawn after it ended, and what 
       assert.deepEqual(k.survivors, [], JSON.stringify(k));
       await new Promise((res) => setTimeout(res, 600)); // the loop is gone: nothing new comes
       assert.deepEqual(markerProcesses([LEFTOVER_FORK]), []);
+    });
+    await t.step("a setsid loop whose children setsid again, after the job ended", async () => {
+      const sid = (await call(c, "session_create", {})).session_id as string;
+      const r = await call(c, "exec_run", {
+        session_id: sid,
+        command: [
+          `nohup setsid bash -c 'while :; do (setsid sleep ${SETSID_LOOP} &); sleep 0.2; done' >/dev/null 2>&1 &`,
+        ],
+        timeout_ms: 10_000,
+      });
+      assert.equal(r.status, "exited", JSON.stringify(r));
+      // New sessions and groups, parents gone: only the job's cgroup still holds them.
+      await until(() => markerProcesses([SETSID_LOOP]).length >= 3, () => "no leftovers yet");
+      const k = await call(c, "exec_kill", { job_id: r.job_id, grace_ms: GRACE_MS });
+      await assertGone([SETSID_LOOP], "exec_kill of the ended job");
+      assert.deepEqual(k.survivors, [], JSON.stringify(k));
+      await new Promise((res) => setTimeout(res, 600));
+      assert.deepEqual(markerProcesses([SETSID_LOOP]), [], "the loop is gone too");
+    });
+    await t.step("a setsid process started late by a leftover, killed at once", async () => {
+      const sid = (await call(c, "session_create", {})).session_id as string;
+      const r = await call(c, "exec_run", {
+        session_id: sid,
+        command: [`setsid bash -c 'sleep 1; setsid sleep ${SETSID_LATE}' >/dev/null 2>&1 &`],
+        timeout_ms: 10_000,
+      });
+      assert.equal(r.status, "exited", JSON.stringify(r));
+      await until(() => markerProcesses([SETSID_LATE]).length >= 1, () => "not started yet");
+      const k = await call(c, "exec_kill", { job_id: r.job_id, grace_ms: GRACE_MS });
+      await assertGone([SETSID_LATE], "exec_kill of the ended job");
+      assert.deepEqual(k.survivors, [], JSON.stringify(k));
+      assert.deepEqual(k.left_running ?? [], [], JSON.stringify(k));
     });
     await t.step("a trap that starts a setsid process when the job is signalled", async () => {
       const { job } = await startSessionJob(

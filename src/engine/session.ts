@@ -41,6 +41,7 @@ import {
 } from "../shell/mod.ts";
 import { type Clock, logger, randomHex, TermadaError, within } from "../shared/mod.ts";
 import {
+  type Cgroup,
   launchProblems,
   type LaunchReady,
   nowTicks,
@@ -425,7 +426,12 @@ export class Session {
     // at different moments and both truncate to a tick.
     const from = nowTicks() - 1;
     let to: number | undefined;
-    job.done.then(() => to = nowTicks() + 1);
+    /** What the job left running, moved to a cgroup of its own when it ended (scope.adopt). */
+    let leftovers: Cgroup | undefined;
+    job.done.then(() => {
+      to = nowTicks() + 1;
+      leftovers = scope.adopt(job.id);
+    });
     /** Process groups of the job's processes (never the shell's), each with when it was seen. */
     const groups = new Map<number, number>();
     let stopping: number | undefined;
@@ -456,7 +462,20 @@ export class Session {
           mine.push(p);
         }
       }
+      // Whatever the leftovers started since, in any process group or session: still theirs.
+      if (leftovers) {
+        const have = new Set(mine.map((p) => p.pid));
+        for (const pid of leftovers.procs()) {
+          const st = have.has(pid) ? undefined : procStat(pid);
+          if (st && st.state !== "Z") mine.push({ pid, startTime: st.startTime, pgrp: st.pgrp });
+        }
+      }
       return mine;
+    };
+    const release = () => {
+      const cg = leftovers;
+      leftovers = undefined;
+      cg?.remove({ timeoutMs: 0 }).catch(() => false); // only if empty: else session close ends it
     };
     this.#jobFrom = from;
     job.processes = {
@@ -464,10 +483,17 @@ export class Session {
       stopping: () => {
         stopping ??= nowTicks() - 1;
       },
-      end: (graceMs) => {
+      end: async (graceMs) => {
         stopping ??= nowTicks() - 1;
-        return scope.end({ set: list, graceMs });
+        const r = await scope.end({
+          set: list,
+          graceMs,
+          ...(leftovers ? { cgroup: leftovers } : {}),
+        });
+        if (r.survivors.length === 0) release();
+        return r;
       },
+      release,
     };
   }
 

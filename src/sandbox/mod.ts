@@ -31,3 +31,4 @@ export { runAsForDaemon, type RunAsSpec, type RunAsUser } from "./run_as.ts";
 export { nowTicks, ProcessScope } from "./scope.ts";
 export { type EscalateResult, type ProcessRef, type Survivor } from "./reaper.ts";
 export { LauncherCode, MAX_PINNED_FILES } from "./launcher_code.ts";
+export type { Cgroup } from "./cgroup.ts";

@@ -142,20 +142,53 @@ export class ProcessScope {
     return cg.procs();
   }
 
-  /** Ends `set` (default: the whole scope) INT → TERM → KILL, until nothing is left. */
+  /**
+   * Ends `set` (default: the whole scope) INT → TERM → KILL, until nothing is left; with
+   * `cgroup` (a job's, see `adopt`) every process in it is in the set and `cgroup.kill` ends it.
+   */
   end(
     opts: {
       set?: () => ProcessRef[];
       signals?: EscalationSignal[];
       graceMs?: number;
       wholeCgroup?: boolean;
+      cgroup?: Cgroup;
     } = {},
   ): Promise<EscalateResult> {
+    const cgroup = opts.cgroup ?? (opts.wholeCgroup ? this.cgroup : undefined);
     return escalate(opts.set ?? (() => this.all()), {
       signals: opts.signals,
       graceMs: opts.graceMs,
-      ...(opts.wholeCgroup && this.cgroup ? { cgroup: this.cgroup } : {}),
+      ...(cgroup ? { cgroup } : {}),
     });
+  }
+
+  /**
+   * Moves the processes of the scope's own cgroup (not its root, not a child cgroup's) into a new
+   * child cgroup `name`: what a job left running when it ended, so that everything they start
+   * later — with `setsid`, a double fork, re-parented to the daemon — stays findable as that
+   * job's (a cgroup is inherited by every child and never left without the cgroup tree, which
+   * sessions cannot reach). Undefined without cgroups or with nothing to move.
+   */
+  adopt(name: string): Cgroup | undefined {
+    const cg = this.cgroup;
+    if (!cg) return undefined;
+    const own = cg.ownProcs().filter((pid) => pid !== this.#root);
+    if (own.length === 0) return undefined;
+    let child: Cgroup;
+    try {
+      child = cg.child(name);
+    } catch {
+      return undefined; // no room (bounds) or made already: the start-time set still applies
+    }
+    for (const pid of own) {
+      try {
+        child.addPid(pid);
+      } catch {
+        // exited meanwhile
+      }
+    }
+    return child;
   }
 
   /**

@@ -70,6 +70,9 @@ export function detectInput(pty: Terminal, root: number, pending: string): Input
 
 /** First check after output went quiet; then backing off while nothing moves. */
 export const INPUT_CHECK_FIRST_MS = 25;
+/** Looks again, this far apart, before a reader without prompt text is awaiting input. */
+const EMPTY_PROMPT_LOOKS = 3;
+const EMPTY_PROMPT_RETRY_MS = 10;
 export const INPUT_CHECK_MAX_MS = 1000;
 
 /**
@@ -80,6 +83,8 @@ export const INPUT_CHECK_MAX_MS = 1000;
 export class InputWatcher {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #delay = INPUT_CHECK_FIRST_MS;
+  /** Looks in a row that found a reader but no prompt text yet (see EMPTY_PROMPT_LOOKS). */
+  #emptyLooks = 0;
   #pty: Terminal;
   #root: number;
   #current: () => Job | undefined;
@@ -123,6 +128,14 @@ export class InputWatcher {
     const who = st.reader && !(this.#rootIsHost && st.reader.pid === this.#root)
       ? st.reader
       : undefined;
+    if (st.awaiting && pending === "" && this.#emptyLooks < EMPTY_PROMPT_LOOKS) {
+      // A reader, and no text: the prompt it printed may still be in the terminal, unread by
+      // the daemon (a loaded machine). Look again a little later before saying there is none.
+      this.#emptyLooks++;
+      this.#schedule(EMPTY_PROMPT_RETRY_MS);
+      return;
+    }
+    this.#emptyLooks = 0;
     if (st.awaiting) {
       job.setAwaitingInput(
         pending,

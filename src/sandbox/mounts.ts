@@ -54,8 +54,12 @@ function mkdirs(path: string): void {
   for (const part of path.split("/").filter(Boolean)) {
     cur += `/${part}`;
     // 0711: a run_as user must pass through to its own bound-back directory (listing needs r).
-    if (sys().mkdir(cstr(cur), 0o711) !== 0 && errno() !== 17 /* EEXIST */) {
-      throw new SysError(`mkdir ${cur}`, errno());
+    if (sys().mkdir(cstr(cur), 0o711) !== 0) {
+      // EEXIST is the common case (every ancestor exists). errno is read after the call
+      // returned to JS, where it may already be another call's: a directory there is fine
+      // whatever it says (seen once: "mkdir /tmp failed: ENOENT").
+      const e = errno();
+      if (e !== 17 /* EEXIST */ && kind(cur) !== "dir") throw new SysError(`mkdir ${cur}`, e);
     }
   }
 }

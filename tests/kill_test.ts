@@ -249,57 +249,58 @@ Deno.test("operator stop-all ends every running job's whole process tree", async
   });
 });
 
+/**
+ * Runs `line` (it leaves processes carrying `marker` running) in a new session, waits for
+ * `atLeast` of them, kills the ended job and checks none is left and none is reported.
+ */
+async function endedJobLeftovers(
+  c: Client,
+  line: string,
+  marker: number,
+  atLeast: number,
+): Promise<Record<string, unknown>> {
+  const sid = (await call(c, "session_create", {})).session_id as string;
+  const r = await call(c, "exec_run", { session_id: sid, command: [line], timeout_ms: 10_000 });
+  assert.equal(r.status, "exited", JSON.stringify(r));
+  await until(() => markerProcesses([marker]).length >= atLeast, () => "no leftovers yet");
+  const k = await call(c, "exec_kill", { job_id: r.job_id, grace_ms: GRACE_MS });
+  await assertGone([marker], "exec_kill of the ended job");
+  assert.deepEqual(k.survivors, [], JSON.stringify(k));
+  return k;
+}
+
 Deno.test("exec_kill ends what a job's leftovers spawn after it ended, and what its traps start while it is killed", async (t) => {
   await withDaemon([LEFTOVER_FORK, TRAP_SETSID, SETSID_LOOP, SETSID_LATE], async (c) => {
     await t.step("a nohup loop that double-forks after the job ended", async () => {
-      const sid = (await call(c, "session_create", {})).session_id as string;
-      const r = await call(c, "exec_run", {
-        session_id: sid,
-        command: [
-          `nohup bash -c 'while :; do (sleep ${LEFTOVER_FORK} &); sleep 0.2; done' >/dev/null 2>&1 &`,
-        ],
-        timeout_ms: 10_000,
-      });
-      assert.equal(r.status, "exited", JSON.stringify(r));
       // Forked after the job's end by a subshell that exits at once: re-parented, not a
       // descendant of anything the job started.
-      await until(() => markerProcesses([LEFTOVER_FORK]).length >= 3, () => "no leftovers yet");
-      const k = await call(c, "exec_kill", { job_id: r.job_id, grace_ms: GRACE_MS });
-      await assertGone([LEFTOVER_FORK], "exec_kill of the ended job");
-      assert.deepEqual(k.survivors, [], JSON.stringify(k));
+      const k = await endedJobLeftovers(
+        c,
+        `nohup bash -c 'while :; do (sleep ${LEFTOVER_FORK} &); sleep 0.2; done' >/dev/null 2>&1 &`,
+        LEFTOVER_FORK,
+        3,
+      );
       await new Promise((res) => setTimeout(res, 600)); // the loop is gone: nothing new comes
-      assert.deepEqual(markerProcesses([LEFTOVER_FORK]), []);
+      assert.deepEqual(markerProcesses([LEFTOVER_FORK]), [], JSON.stringify(k));
     });
     await t.step("a setsid loop whose children setsid again, after the job ended", async () => {
-      const sid = (await call(c, "session_create", {})).session_id as string;
-      const r = await call(c, "exec_run", {
-        session_id: sid,
-        command: [
-          `nohup setsid bash -c 'while :; do (setsid sleep ${SETSID_LOOP} &); sleep 0.2; done' >/dev/null 2>&1 &`,
-        ],
-        timeout_ms: 10_000,
-      });
-      assert.equal(r.status, "exited", JSON.stringify(r));
       // New sessions and groups, parents gone: only the job's cgroup still holds them.
-      await until(() => markerProcesses([SETSID_LOOP]).length >= 3, () => "no leftovers yet");
-      const k = await call(c, "exec_kill", { job_id: r.job_id, grace_ms: GRACE_MS });
-      await assertGone([SETSID_LOOP], "exec_kill of the ended job");
-      assert.deepEqual(k.survivors, [], JSON.stringify(k));
+      await endedJobLeftovers(
+        c,
+        `nohup setsid bash -c 'while :; do (setsid sleep ${SETSID_LOOP} &); sleep 0.2; done' >/dev/null 2>&1 &`,
+        SETSID_LOOP,
+        3,
+      );
       await new Promise((res) => setTimeout(res, 600));
       assert.deepEqual(markerProcesses([SETSID_LOOP]), [], "the loop is gone too");
     });
     await t.step("a setsid process started late by a leftover, killed at once", async () => {
-      const sid = (await call(c, "session_create", {})).session_id as string;
-      const r = await call(c, "exec_run", {
-        session_id: sid,
-        command: [`setsid bash -c 'sleep 1; setsid sleep ${SETSID_LATE}' >/dev/null 2>&1 &`],
-        timeout_ms: 10_000,
-      });
-      assert.equal(r.status, "exited", JSON.stringify(r));
-      await until(() => markerProcesses([SETSID_LATE]).length >= 1, () => "not started yet");
-      const k = await call(c, "exec_kill", { job_id: r.job_id, grace_ms: GRACE_MS });
-      await assertGone([SETSID_LATE], "exec_kill of the ended job");
-      assert.deepEqual(k.survivors, [], JSON.stringify(k));
+      const k = await endedJobLeftovers(
+        c,
+        `setsid bash -c 'sleep 1; setsid sleep ${SETSID_LATE}' >/dev/null 2>&1 &`,
+        SETSID_LATE,
+        1,
+      );
       assert.deepEqual(k.left_running ?? [], [], JSON.stringify(k));
     });
     await t.step("a trap that starts a setsid process when the job is signalled", async () => {

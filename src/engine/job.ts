@@ -9,7 +9,6 @@ import {
   HAS_ANCHOR,
   MAX_LINE_HEAD,
   type Page,
-  partialHoldStart,
   Redactor,
   type Summary,
   VtCleaner,
@@ -340,23 +339,9 @@ export class Job {
   pendingText(): string {
     const pending = concat(this.#carry, this.#cleaner?.pending() ?? EMPTY);
     if (pending.length === 0) return "";
-    const safe = pending.subarray(0, this.#safeLength(pending));
+    const safe = pending.subarray(0, this.#redactor.safeLength(pending, this.#head));
     const head = this.#head;
     return new TextDecoder().decode(this.#redactor.redact(safe, undefined, { head, peek: true }));
-  }
-
-  /**
-   * How much of the partial line `rest` may go out now: not a tail that may begin a registered
-   * secret, nor one that may be a token or a quoted value still being printed (it follows the
-   * line's start already handed out).
-   */
-  #safeLength(rest: Uint8Array): number {
-    const cut = this.#redactor.safeLength(rest);
-    const h = this.#head.length;
-    const line = h > 0 ? concat(this.#head, rest) : rest;
-    const hold = Math.max(0, partialHoldStart(line) - h);
-    // Never inside a registered secret found whole: it goes out with its rest, masked.
-    return Math.min(cut, this.#redactor.outsideLiterals(rest, hold));
   }
 
   /** `out` went out: the current line's start is what of it follows its last line end. */
@@ -380,7 +365,7 @@ export class Job {
     const rest = concat(this.#carry, this.#cleaner?.flush() ?? EMPTY);
     this.#carry = EMPTY;
     if (rest.length > 0) {
-      const cut = final ? rest.length : this.#safeLength(rest);
+      const cut = final ? rest.length : this.#redactor.safeLength(rest, this.#head);
       if (cut < rest.length) this.#carry = rest.slice(cut);
       if (cut > 0) {
         const out = rest.subarray(0, cut);

@@ -413,11 +413,13 @@ export class Session {
   }
 
   /**
-   * The job's processes: those of this session that started while it ran, and those it left
-   * running still spawn after it ended — found by their process group when the parent that made
-   * them is gone (a double fork in a `nohup` loop is re-parented to the daemon), and, while the
-   * job is being stopped, whatever starts in the session meanwhile (a `trap` that runs
-   * `setsid …` on TERM) unless another job of the session runs.
+   * The job's processes: those of this session that started while it ran, and what those it
+   * left running start after it ended. With cgroups these are moved to a cgroup of the job's own
+   * when it ends (scope.adopt), which keeps whatever they start. Without, they are found by
+   * process group when the parent that made them is gone (a double fork in a `nohup` loop is
+   * re-parented to the daemon). While the job is being stopped, whatever starts in the session
+   * meanwhile is its own too (a `trap` that runs `setsid …` on TERM), unless another job of the
+   * session runs.
    */
   #trackProcesses(job: Job): void {
     const scope = this.#spawned?.scope;

@@ -13,7 +13,6 @@ export {
   type Matcher,
   MAX_LINE_HEAD,
   MAX_SHARED_LITERALS,
-  partialHoldStart,
   type RedactContext,
   Redactor,
   type RedactorOptions,

@@ -213,7 +213,7 @@ function mayBeToken(t: string): boolean {
  * printed (see TOKEN_LEADS) or a quoted value after a key whose closing quote has not come. The
  * rules match it once the rest of the line has come; handed out now, its start would show.
  */
-export function partialHoldStart(line: Uint8Array): number {
+function partialHoldStart(line: Uint8Array): number {
   const n = line.length;
   const lineStart = line.lastIndexOf(LF) + 1;
   let hold = n;
@@ -847,17 +847,6 @@ export class Redactor {
     (this.#own ??= new LiteralTable(MAX_LITERALS)).add(bytes);
   }
 
-  /**
-   * `cut` moved back to the start of a literal found whole in `d` that it would cut (so the
-   * literal goes out whole, and masked, later), or `cut` itself.
-   */
-  outsideLiterals(d: Uint8Array, cut: number): number {
-    if (cut <= 0 || cut >= d.length || !this.#hasLiterals()) return cut;
-    const spans: number[] = [];
-    this.#literalSpans(d, 0, d.length, spans);
-    return insideSpanStart(spans.length > 2 ? normalize(spans) : spans, cut);
-  }
-
   /** The held-back tail's start over both literal tables (d.length when none). */
   #holdStart(d: Uint8Array, spans: number[]): number {
     const own = this.#own;
@@ -960,23 +949,42 @@ export class Redactor {
    * The VT cleaner keeps these masked on a line that is drawn over (src/output/vt_cleaner.ts).
    */
   spansOf(bytes: Uint8Array): number[] {
-    const spans: number[] = [];
-    if (this.#hasLiterals()) this.#literalSpans(bytes, 0, bytes.length, spans);
-    if (this.#patterns) patternSpans(bytes, 0, bytes.length, { ...this.#pem }, spans);
-    if (this.#extra.length > 0) extraSpans(bytes, 0, bytes.length, this.#extra, spans);
-    return spans.length > 2 ? normalize(spans) : spans;
+    return this.#allSpans(bytes, { ...this.#pem });
   }
 
   /**
-   * How much of `bytes` can be handed out now: up to a tail that is a proper prefix of a
-   * registered secret (it may continue in bytes still to come). bytes.length when none.
+   * How much of a partial line `bytes` can be handed out now (bytes.length when all): not a tail
+   * that is a proper prefix of a registered secret (it may continue in bytes still to come), nor
+   * one that may be a secret still being printed (partialHoldStart, seen after `head`, the line's
+   * start already handed out) — and never cutting a literal found whole.
    */
-  safeLength(bytes: Uint8Array): number {
-    if (bytes.length === 0 || !this.#hasLiterals()) return bytes.length;
+  safeLength(bytes: Uint8Array, head: Uint8Array = EMPTY): number {
+    if (bytes.length === 0) return 0;
     let spans: number[] = [];
-    this.#literalSpans(bytes, 0, bytes.length, spans);
-    if (spans.length > 2) spans = normalize(spans);
-    return this.#holdStart(bytes, spans);
+    let cut = bytes.length;
+    if (this.#hasLiterals()) {
+      this.#literalSpans(bytes, 0, bytes.length, spans);
+      if (spans.length > 2) spans = normalize(spans);
+      cut = this.#holdStart(bytes, spans);
+    }
+    if (!this.#patterns) return cut;
+    const h = head.length;
+    let line = bytes;
+    if (h > 0) {
+      line = new Uint8Array(h + bytes.length);
+      line.set(head);
+      line.set(bytes, h);
+    }
+    return Math.min(cut, insideSpanStart(spans, Math.max(0, partialHoldStart(line) - h)));
+  }
+
+  /** Spans of `bytes` by every rule, the patterns with `pem` as the PEM block state. */
+  #allSpans(bytes: Uint8Array, pem: PemState): number[] {
+    const spans: number[] = [];
+    if (this.#hasLiterals()) this.#literalSpans(bytes, 0, bytes.length, spans);
+    if (this.#patterns) patternSpans(bytes, 0, bytes.length, pem, spans);
+    if (this.#extra.length > 0) extraSpans(bytes, 0, bytes.length, this.#extra, spans);
+    return spans.length > 2 ? normalize(spans) : spans;
   }
 
   /**
@@ -985,19 +993,17 @@ export class Redactor {
    */
   redactPiece(text: string): string {
     const bytes = new TextEncoder().encode(text);
-    const spans: number[] = [];
-    if (this.#hasLiterals()) this.#literalSpans(bytes, 0, bytes.length, spans);
-    if (this.#patterns) patternSpans(bytes, 0, bytes.length, { inBlock: false, lines: 0 }, spans);
-    if (this.#extra.length > 0) extraSpans(bytes, 0, bytes.length, this.#extra, spans);
+    const spans = this.#allSpans(bytes, { inBlock: false, lines: 0 });
     if (spans.length === 0) return text;
-    return new TextDecoder().decode(applySpans(bytes, 0, bytes.length, normalize(spans)));
+    return new TextDecoder().decode(applySpans(bytes, 0, bytes.length, spans));
   }
 
   /**
    * A streaming byte redactor for raw terminal bytes (recording, replay ring): it holds back only a
    * tail that is a proper prefix of a registered literal, so a secret split across chunks is still
-   * caught, and ordinary output is not delayed. Patterns apply per chunk (best effort: a token split
-   * across chunks escapes them); literals are always caught.
+   * caught, and ordinary output is not delayed. Patterns apply to what is handed out; a bulk
+   * chunk's tail that may be a token cut by the read is held too (RAW_TOKEN_HOLD_MIN), until the
+   * next chunk or release(). Literals are always caught.
    */
   stream(): RedactStream {
     let held: Uint8Array = EMPTY;

@@ -22,7 +22,6 @@ import {
   type SecretSet,
 } from "../output/mod.ts";
 import {
-  childrenOf,
   type ExitStatus,
   killTree,
   procStat,
@@ -48,6 +47,7 @@ import {
   type ProcessRef,
   type ProcessScope,
 } from "../sandbox/mod.ts";
+import { signalProgram } from "./handover.ts";
 import { InputWatcher } from "./input.ts";
 import { waitDone } from "./oneshot.ts";
 import type { Job } from "./job.ts";
@@ -625,51 +625,17 @@ export class Session {
     };
   }
 
-  /** Sends a signal to what runs in the foreground of the terminal. */
+  /** Sends a signal to what runs in the foreground of the terminal (see `signalProgram`). */
   signalForeground(sig: SignalName): boolean {
     const pty = this.#pty;
     if (!pty) return false;
-    // Just after a command was typed the shell may not have handed the terminal to it yet: a
-    // signal now would reach the shell (which ignores it) and be lost. Wait for the hand-over
-    // (bounded), then signal whatever is in front.
-    if (!pty.remote && this.job && pty.foregroundPgid() === pty.pid) {
-      const job = this.job;
-      const t0 = Date.now();
-      const shellComm = procStat(pty.pid)?.comm;
-      // The shell's children started since the job did: a fork for the command that has not
-      // taken the terminal yet (on a loaded machine, with the exec gate deciding, that can take
-      // longer than 300 ms), as opposed to a builtin running in the shell itself.
-      const jobTicks = nowTicks() - Math.ceil((Date.now() - job.startedAt) / 10) - 1;
-      const forking = () =>
-        childrenOf(pty.pid).some((c) => (procStat(c)?.startTime ?? 0) >= jobTicks);
-      let zoneSince: number | undefined;
-      let handedSince: number | undefined;
-      const retry = () => {
-        if (job.final || this.#pty !== pty) return;
-        const now = Date.now();
-        if (this.#zone) zoneSince ??= now;
-        // The terminal was handed over, but until the child has exec'd it is still the shell's
-        // code, whose own SIGINT handling would swallow the signal: wait for the new image
-        // (its name differs), or 300 ms for a child that is a shell itself.
-        const fg = pty.foregroundPgid();
-        if (fg !== undefined && fg !== pty.pid) handedSince ??= now;
-        const execed = handedSince !== undefined &&
-          (procStat(fg!)?.comm !== shellComm || now - handedSince > 300);
-        // The program has the terminal; or the command started and still runs in the shell
-        // itself (a builtin loop: it never hands over); or a loaded machine took too long.
-        if (
-          execed ||
-          (handedSince === undefined && zoneSince !== undefined && now - zoneSince > 300 &&
-            !forking()) ||
-          now - t0 > 5000
-        ) {
-          pty.signal(sig, "foreground");
-        } else setTimeout(retry, 5);
-      };
-      setTimeout(retry, 5);
-      return true;
-    }
-    return pty.signal(sig, "foreground");
+    const job = this.job;
+    if (pty.remote || !job) return pty.signal(sig, "foreground");
+    return signalProgram(pty, {
+      startedAt: job.startedAt,
+      live: () => !job.final && this.#pty === pty,
+      started: () => this.#zone,
+    }, sig);
   }
 
   /**

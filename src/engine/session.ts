@@ -430,14 +430,22 @@ export class Session {
     let to: number | undefined;
     /** What the job left running, moved to a cgroup of its own when it ended (scope.adopt). */
     let leftovers: Cgroup | undefined;
-    job.done.then(() => {
+    /** Nothing was left when it ended (cgroups say so): its set stays empty, unread. */
+    let nothingLeft = false;
+    const ended = () => {
+      if (to !== undefined) return;
       to = nowTicks() + 1;
-      leftovers = scope.adopt(job.id);
-    });
+      const adopted = scope.adopt(job.id);
+      if (adopted === "none") nothingLeft = true;
+      else leftovers = adopted;
+    };
+    job.done.then(ended);
     /** Process groups of the job's processes (never the shell's), each with when it was seen. */
     const groups = new Map<number, number>();
     let stopping: number | undefined;
     const list = (): ProcessRef[] => {
+      if (job.final) ended(); // a reader may come before the job's done callbacks
+      if (nothingLeft) return [];
       const all = scope.startedBetween(from, undefined);
       const shellGroup = procStat(scope.root)?.pgrp;
       const other = this.job !== undefined && this.job !== job ? this.#jobFrom : undefined;

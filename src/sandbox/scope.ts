@@ -168,13 +168,18 @@ export class ProcessScope {
    * child cgroup `name`: what a job left running when it ended, so that everything they start
    * later — with `setsid`, a double fork, re-parented to the daemon — stays findable as that
    * job's (a cgroup is inherited by every child and never left without the cgroup tree, which
-   * sessions cannot reach). Undefined without cgroups or with nothing to move.
+   * sessions cannot reach). `"none"` when nothing is left: no process in the scope's own cgroup
+   * but its root and none held mid-exec, so the job's set is empty for good (every process it
+   * could start descends from one of those). Undefined without cgroups, or when the move failed
+   * (the start-time set still applies).
    */
-  adopt(name: string): Cgroup | undefined {
+  adopt(name: string): Cgroup | "none" | undefined {
     const cg = this.cgroup;
     if (!cg) return undefined;
     const own = cg.ownProcs().filter((pid) => pid !== this.#root);
-    if (own.length === 0) return undefined;
+    if (own.length === 0) {
+      return this.#hold && this.#hold.ownProcs().length > 0 ? undefined : "none";
+    }
     let child: Cgroup;
     try {
       child = cg.child(name);

@@ -86,3 +86,49 @@ Deno.test("startedBetween in a cgroup: never the root, a job's child and one in 
     await tree.removeAll();
   }
 });
+
+Deno.test("adopt: nothing left is said so, a held exec is not 'nothing', leftovers move", async () => {
+  const got = detectCgroup();
+  assert.ok(got.ok, got.ok ? "" : got.reason);
+  const tree = new CgroupTree(got.root);
+  const children: Deno.ChildProcess[] = [];
+  const start = (script: string, cgPath: string) => {
+    const c = bash(`echo $$ > "$CG/cgroup.procs"; ${script}`, { CG: cgPath });
+    children.push(c);
+    return c;
+  };
+  try {
+    const cg = tree.create("sess-adopt");
+    const root = start("exec sleep 100", cg.path);
+    await waitFor("the root to join", () => cg.ownProcs().includes(root.pid));
+    const scope = new ProcessScope(root.pid, cg);
+    assert.equal(scope.adopt("job_a"), "none", "only the root: nothing was left");
+    // One held mid-exec in the hold cgroup is still the job's: not "none" (the start-time set
+    // finds it).
+    const hold = scope.hold()!;
+    const held = start("exec sleep 100", hold.path);
+    await waitFor("the held one to join", () => hold.ownProcs().includes(held.pid));
+    assert.equal(scope.adopt("job_b"), undefined);
+    hold.freeze(false);
+    held.kill("SIGKILL");
+    await held.status;
+    await waitFor("the held one to go", () => hold.ownProcs().length === 0);
+    // A leftover in the session's own cgroup moves to the job's.
+    const left = start("exec sleep 100", cg.path);
+    await waitFor("the leftover to join", () => cg.ownProcs().includes(left.pid));
+    const moved = scope.adopt("job_c");
+    assert.ok(moved && moved !== "none", "a cgroup of the job's own");
+    assert.deepEqual(moved.ownProcs(), [left.pid]);
+    assert.deepEqual(cg.ownProcs(), [root.pid]);
+  } finally {
+    for (const c of children) {
+      try {
+        c.kill("SIGKILL");
+      } catch {
+        // Already exited.
+      }
+      await c.status;
+    }
+    await tree.removeAll();
+  }
+});

@@ -143,7 +143,7 @@ export const REMOTE_TOOLS: readonly ToolDef[] = [
     name: "file_write",
     title: "Write a file",
     description:
-      "Write a whole file atomically (temp file + rename; at most 16 MiB) from `content` (text) or `base64`. Relative paths resolve against the session's cwd; in a session on a server it is written there (SFTP). Returns size and sha256.",
+      "Write a whole file atomically (temp file + rename; at most 2 MiB; `content` at most 512 Ki characters) from `content` (text) or `base64`. Relative paths resolve against the session's cwd; in a session on a server it is written there (SFTP). Returns size and sha256.",
     input: FileWriteInput,
     output: FileWriteResult,
     run: (c, a) => c.agents.files().write(c.agent, a),

@@ -15,6 +15,8 @@ export const LIMITS = {
   inputBytes: 64 * 1024,
   envEntries: 256,
   envValueBytes: 32 * 1024,
+  /** Names and values of one env map in all (UTF-8): it must fit a request (4 MiB). */
+  envBytes: 256 * 1024,
   pathBytes: 4096,
   idBytes: 64,
   patternChars: 1024,
@@ -57,7 +59,14 @@ export const EnvMap = z.record(
   z.union([z.string().max(LIMITS.envValueBytes).refine(noNul, NUL_MESSAGE), VaultRef]),
 ).refine((m) => Object.keys(m).length <= LIMITS.envEntries, {
   message: `at most ${LIMITS.envEntries} variables`,
-});
+}).refine(
+  (m) =>
+    Object.entries(m).reduce(
+      (n, [k, v]) => n + k.length + (typeof v === "string" ? utf8Length(v) : v.vault.length),
+      0,
+    ) <= LIMITS.envBytes,
+  { message: `at most ${LIMITS.envBytes} bytes of names and values in all` },
+);
 export type EnvMap = z.output<typeof EnvMap>;
 
 /**

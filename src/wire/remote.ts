@@ -18,9 +18,17 @@ export const REMOTE_LIMITS = {
   fleetTimeoutMs: 600_000,
   fleetOutputBytes: 2 << 20,
   readPageBytes: 1 << 20,
-  writeBytes: 16 << 20,
+  /**
+   * Bytes one file_write writes. Every transport carries the largest valid request: a request
+   * line or body is at most 4 MiB (src/ipc MAX_LINE_BYTES, the HTTP endpoint's body bound),
+   * and a file_write at these limits is under 3.5 MiB as JSON even when every character of its
+   * text must be escaped (6 bytes each). Checked by src/mcp/limits_test.ts.
+   */
+  writeBytes: 2 << 20,
+  /** Characters (UTF-16 units) of `content`: at most 6 bytes each as JSON (`\u0001`). */
+  writeTextChars: 512 << 10,
   /** base64 of writeBytes. */
-  writeBase64Chars: Math.ceil((16 << 20) / 3) * 4,
+  writeBase64Chars: Math.ceil((2 << 20) / 3) * 4,
 } as const;
 
 export const ServerSummary = z.object({
@@ -135,7 +143,7 @@ export type FileReadResult = z.infer<typeof FileReadResult>;
 
 export const FileWriteInput = z.strictObject({
   path: Path,
-  content: z.string().max(REMOTE_LIMITS.writeBytes).optional(),
+  content: z.string().max(REMOTE_LIMITS.writeTextChars).optional(),
   base64: z.string().max(REMOTE_LIMITS.writeBase64Chars).regex(
     /^[A-Za-z0-9+/]*={0,2}$/,
     "is not base64",

@@ -101,12 +101,17 @@ Deno.test("plugins: tools as <plugin>.<tool>, through the gateway and the audit;
       assert.equal((r.error as { code: string }).code, "DENIED_BY_POLICY", JSON.stringify(r));
     });
 
-    await t.step("unknown plugin tools are NOT_FOUND", async () => {
-      for (const name of ["good.nope", "nope.echo"]) {
-        const r = await call(c, name, {});
+    await t.step(
+      "a tool a plugin lacks is NOT_FOUND; a plugin that is not there, -32602",
+      async () => {
+        const r = await call(c, "good.nope", {});
         assert.equal((r.error as { code: string }).code, "NOT_FOUND", JSON.stringify(r));
-      }
-    });
+        await assert.rejects(
+          c.callTool({ name: "nope.echo", arguments: {} }),
+          (e: unknown) => (e as { code?: number }).code === -32602 && /nope\.echo/.test(String(e)),
+        );
+      },
+    );
 
     await t.step("the audit holds intent and outcome of the call, and the refusal", async () => {
       const records = await auditRecords(d);

@@ -96,8 +96,6 @@ Deno.test("MCP tool failures are results with a typed error", async () => {
   assert.match(String(err.message), /command/);
   const nf = await c.client.callTool({ name: "exec_poll", arguments: { job_id: "job_nope" } });
   assert.equal((nf.structuredContent as { error: { code: string } }).error.code, "NOT_FOUND");
-  const unknown = await c.client.callTool({ name: "rm_rf", arguments: {} });
-  assert.equal(unknown.isError, true);
 });
 
 Deno.test("MCP agents are isolated from each other", async () => {
@@ -178,5 +176,17 @@ Deno.test("tools/call params are checked once: a malformed call is JSON-RPC -326
   assert.deepEqual(
     callParams({ name: "x", arguments: { a: 1 }, _meta: { progressToken: 7 }, extra: true }),
     { name: "x", arguments: { a: 1 }, progressToken: 7 },
+  );
+});
+
+Deno.test("MCP an unknown tool is JSON-RPC -32602 naming it and the tools, not a tool result", async () => {
+  await using rt = await testRuntime();
+  await using c = await connect(rt.control, "agent-a");
+  await assert.rejects(
+    c.client.callTool({ name: "exec_runn", arguments: {} }),
+    (e: unknown) =>
+      e instanceof McpError && (e as McpError).code === -32602 &&
+      /Unknown tool "exec_runn"/.test((e as McpError).message) &&
+      /exec_run, /.test((e as McpError).message),
   );
 });

@@ -199,12 +199,13 @@ export function createMcpServer(options: McpServerOptions): Server {
       return await callPlugin(options.plugins, options.agent, params, extra.signal);
     }
     if (!tool) {
-      return errorResult({
-        code: "NOT_FOUND",
-        message: `No tool "${params.name}"`,
-        retriable: false,
-        hint: `Tools: ${TOOLS.map((t) => t.name).join(", ")}`,
-      });
+      // MCP's answer for an unknown tool is a protocol error (-32602), not a tool result.
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `Unknown tool "${params.name}": tools/list names the tools (${
+          TOOLS.map((t) => t.name).join(", ")
+        })`,
+      );
     }
     const token = params.progressToken;
     const ctx: ToolContext = {
